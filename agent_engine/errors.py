@@ -1,0 +1,149 @@
+"""Every error agent_engine raises across its public API.
+
+Catch :class:`AgentEngineError` to handle anything from the library, or a leaf to handle one
+situation. Where an error plainly *is* a builtin kind (a bad value, a missing key), it also
+inherits from that builtin so generic handlers keep working.
+
+The tree::
+
+    AgentEngineError
+    ├── ValidationError (ValueError)          a value broke a model invariant
+    │   ├── FilterError                       a filter or order_by is malformed
+    │   └── DimensionMismatchError            a vector has the wrong length
+    ├── ItemNotFoundError (LookupError)       no item with that id (in that scope)
+    ├── DuplicateItemError                    add() of an id that already exists
+    ├── ConfirmationDeclined                  a high-risk write was not confirmed
+    ├── EmbeddingError                        no model, or the model failed
+    └── BackendError                          storage failed (driver errors wrap into this)
+        ├── BackendUnavailableError           cannot reach or open the store
+        ├── SchemaVersionError                database schema is older or newer than the code
+        └── IndexCorruptError                 a saved vector index cannot be used
+
+Driver exceptions (SQLAlchemy, FAISS, sqlite3) never reach callers: backends translate them
+at their boundary with ``raise ... from exc`` so the cause stays in the traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentEngineError",
+    "BackendError",
+    "BackendUnavailableError",
+    "ConfirmationDeclined",
+    "DimensionMismatchError",
+    "DuplicateItemError",
+    "EmbeddingError",
+    "FilterError",
+    "IndexCorruptError",
+    "ItemNotFoundError",
+    "SchemaVersionError",
+    "ValidationError",
+]
+
+
+class AgentEngineError(Exception):
+    """Root of every error agent_engine raises on purpose."""
+
+
+class ValidationError(AgentEngineError, ValueError):
+    """A value given to agent_engine breaks an invariant.
+
+    ``field`` names what was wrong and ``value`` holds the offending value, so callers that
+    collect errors (a form, an import job) can point at the culprit without parsing text.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, value: Any = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
+
+
+class FilterError(ValidationError):
+    """A filter document, operator, field or ``order_by`` is not part of the filter language.
+
+    Raised instead of returning an empty result: a typo in a filter must not look like
+    "nothing matched".
+    """
+
+
+class DimensionMismatchError(ValidationError):
+    """A vector's length differs from the dimension the backend or embedder works in."""
+
+
+class ItemNotFoundError(AgentEngineError, LookupError):
+    """No item with this id exists, or it exists outside the caller's scope.
+
+    Tier stores raise this for ids that belong to another namespace too, so an id alone
+    never reveals that another project's item exists.
+    """
+
+    def __init__(self, item_id: str, *, namespace: str | None = None) -> None:
+        where = f" in namespace {namespace!r}" if namespace else ""
+        super().__init__(f"no item with id {item_id!r}{where}")
+        self.item_id = item_id
+        self.namespace = namespace
+
+
+class DuplicateItemError(AgentEngineError):
+    """``add``/``add_many`` was given an id that is already stored (or twice in one batch).
+
+    Adding never overwrites: use ``update`` to change an item.
+    """
+
+    def __init__(self, item_id: str) -> None:
+        super().__init__(f"an item with id {item_id!r} already exists; use update() to change it")
+        self.item_id = item_id
+
+
+class ConfirmationDeclined(AgentEngineError):  # noqa: N818 - the name reads as the event it reports.
+    """The user (through the confirmation callback) did not approve a high-risk write.
+
+    Nothing was written. ``operation`` names what was refused.
+    """
+
+    def __init__(self, operation: str, message: str | None = None) -> None:
+        super().__init__(message or f"confirmation declined: {operation}")
+        self.operation = operation
+
+
+class EmbeddingError(AgentEngineError):
+    """No embedding model could be loaded, or the model failed on the input."""
+
+
+class BackendError(AgentEngineError):
+    """The storage layer failed. ``backend`` names the backend class that raised it."""
+
+    def __init__(self, message: str, *, backend: str | None = None) -> None:
+        super().__init__(message)
+        self.backend = backend
+
+
+class BackendUnavailableError(BackendError):
+    """The store cannot be reached or opened (bad URL, server down, unreadable file)."""
+
+
+class SchemaVersionError(BackendError):
+    """The database schema revision does not match what this version of agent_engine expects.
+
+    ``current`` is the database's revision (``None`` for an empty database) and ``expected``
+    the code's head revision. An older schema can be upgraded; a newer or unknown one is
+    refused and never written to.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        current: str | None = None,
+        expected: str | None = None,
+        backend: str | None = None,
+    ) -> None:
+        super().__init__(message, backend=backend)
+        self.current = current
+        self.expected = expected
+
+
+class IndexCorruptError(BackendError):
+    """A saved vector index is unreadable or out of step with its record store."""

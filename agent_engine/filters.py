@@ -1,0 +1,356 @@
+"""The filter language every backend speaks (specified in ``docs/filters.md``).
+
+A filter document (a dict such as ``{"kind": "decision", "importance": {"$gte": 0.7}}``) is
+parsed and validated once into a :class:`Filter`: a conjunction of typed
+:class:`Condition` values. The in-memory backend evaluates that tree in Python and the SQL
+backend compiles the same tree to SQL, so there is one grammar and one set of errors for
+every backend. Anything outside the grammar (an unknown field or operator, a value of the
+wrong type) raises :class:`~agent_engine.errors.FilterError`; it never quietly matches
+nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Final, cast
+
+import attrs
+
+from agent_engine.errors import FilterError
+from agent_engine.models import ContextItem, Status, Tier
+
+__all__ = [
+    "FIELDS",
+    "Condition",
+    "FieldKind",
+    "FieldSpec",
+    "Filter",
+    "FilterInput",
+    "Op",
+    "Order",
+    "parse_filter",
+    "parse_order",
+]
+
+
+class FieldKind(enum.Enum):
+    """The value type of a filterable field, which decides its operators."""
+
+    STRING = "string"
+    ENUM = "enum"
+    NUMBER = "number"
+    DATETIME = "datetime"
+    TAGS = "tags"
+
+
+@attrs.frozen
+class FieldSpec:
+    """What the language knows about one field of :class:`~agent_engine.models.ContextItem`."""
+
+    name: str
+    kind: FieldKind
+    nullable: bool = False
+    enum_type: type[enum.StrEnum] | None = None
+
+    @property
+    def orderable(self) -> bool:
+        """Whether ``order_by`` accepts the field (tags are a set and have no order)."""
+        return self.kind is not FieldKind.TAGS
+
+
+FIELDS: Final[Mapping[str, FieldSpec]] = {
+    spec.name: spec
+    for spec in (
+        FieldSpec("id", FieldKind.STRING),
+        FieldSpec("kind", FieldKind.STRING),
+        FieldSpec("source", FieldKind.STRING),
+        FieldSpec("namespace", FieldKind.STRING),
+        FieldSpec("fingerprint", FieldKind.STRING),
+        FieldSpec("tier", FieldKind.ENUM, enum_type=Tier),
+        FieldSpec("status", FieldKind.ENUM, enum_type=Status),
+        FieldSpec("importance", FieldKind.NUMBER),
+        FieldSpec("token_cost", FieldKind.NUMBER, nullable=True),
+        FieldSpec("access_count", FieldKind.NUMBER),
+        FieldSpec("timestamp", FieldKind.DATETIME),
+        FieldSpec("last_accessed_at", FieldKind.DATETIME, nullable=True),
+        FieldSpec("expires_at", FieldKind.DATETIME, nullable=True),
+        FieldSpec("tags", FieldKind.TAGS),
+    )
+}
+"""Every field a filter or ``order_by`` may name."""
+
+
+class Op(enum.StrEnum):
+    """Operators of the language; the value is how a filter document spells them."""
+
+    EQ = "$eq"
+    NE = "$ne"
+    GT = "$gt"
+    GTE = "$gte"
+    LT = "$lt"
+    LTE = "$lte"
+    IN = "$in"
+    NIN = "$nin"
+    EXISTS = "$exists"
+    ALL = "$all"
+
+
+_COMPARISONS: Final = frozenset({Op.GT, Op.GTE, Op.LT, Op.LTE})
+_MEMBERSHIP: Final = frozenset({Op.IN, Op.NIN, Op.ALL})
+
+
+@attrs.frozen
+class Condition:
+    """One validated test on one field.
+
+    ``value`` is already normalized: enums are enum members, membership operators carry a
+    tuple, datetimes are aware UTC. For tags, ``EQ``/``NE`` mean "contains"/"does not
+    contain" the tag, ``IN`` any-of, ``NIN`` none-of, ``ALL`` all-of, and ``EXISTS`` whether the
+    item has any tag at all.
+    """
+
+    field: str
+    op: Op
+    value: Any
+
+    @property
+    def spec(self) -> FieldSpec:
+        """The field's specification."""
+        return FIELDS[self.field]
+
+
+@attrs.frozen
+class Filter:
+    """A conjunction of conditions; the empty filter matches every item."""
+
+    conditions: tuple[Condition, ...] = ()
+
+    def and_(self, other: Filter) -> Filter:
+        """Both filters at once (how tier stores pin a caller's filter to their scope)."""
+        return Filter(self.conditions + other.conditions)
+
+    def matches(self, item: ContextItem) -> bool:
+        """Evaluate the filter on ``item`` in Python (the reference semantics)."""
+        return all(_evaluate(condition, item) for condition in self.conditions)
+
+    def predicate(self) -> Callable[[ContextItem], bool]:
+        """Return :meth:`matches` as a plain callable, for filtering many items."""
+        return self.matches
+
+    def fields(self) -> frozenset[str]:
+        """The fields the filter tests."""
+        return frozenset(condition.field for condition in self.conditions)
+
+
+FilterInput = Mapping[str, Any] | Filter | None
+"""What backend methods accept as ``filters``: a document, a parsed filter, or ``None`` (all)."""
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def parse_filter(filters: FilterInput) -> Filter:
+    """Validate a filter document into a :class:`Filter` (a parsed one passes through)."""
+    if filters is None:
+        return Filter()
+    if isinstance(filters, Filter):
+        return filters
+    if not isinstance(filters, Mapping):
+        raise FilterError(
+            f"filters must be a dict, got {type(filters).__name__}", field=None, value=filters
+        )
+    conditions: list[Condition] = []
+    for field, value in filters.items():
+        spec = _field(field)
+        if isinstance(value, Mapping):
+            if not value:
+                raise FilterError(
+                    f"empty operator document for {field!r}", field=field, value=value
+                )
+            for op_name, operand in value.items():
+                conditions.append(_condition(spec, _operator(field, op_name), operand))
+        elif isinstance(value, list | tuple):
+            if spec.kind is not FieldKind.TAGS:
+                raise FilterError(
+                    f"a list value means any-of only on tags; use {{'$in': [...]}} for {field!r}",
+                    field=field,
+                    value=value,
+                )
+            conditions.append(_condition(spec, Op.IN, value))
+        else:
+            conditions.append(_condition(spec, Op.EQ, value))
+    return Filter(tuple(conditions))
+
+
+def _field(field: object) -> FieldSpec:
+    if not isinstance(field, str) or field not in FIELDS:
+        known = ", ".join(sorted(FIELDS))
+        raise FilterError(f"unknown filter field {field!r}; known: {known}", field=str(field))
+    return FIELDS[field]
+
+
+def _operator(field: str, op_name: object) -> Op:
+    try:
+        return Op(cast("str", op_name))
+    except ValueError:
+        known = ", ".join(op.value for op in Op)
+        raise FilterError(
+            f"unknown operator {op_name!r} on {field!r}; known: {known}",
+            field=field,
+            value=op_name,
+        ) from None
+
+
+def _condition(spec: FieldSpec, op: Op, operand: Any) -> Condition:
+    field = spec.name
+    if op is Op.EXISTS:
+        if not isinstance(operand, bool):
+            raise FilterError(
+                f"$exists on {field!r} takes true or false", field=field, value=operand
+            )
+        return Condition(field, op, operand)
+    if spec.kind is FieldKind.TAGS:
+        return _tags_condition(spec, op, operand)
+    if op is Op.ALL:
+        raise FilterError(f"$all applies to tags only, not {field!r}", field=field, value=operand)
+    if op in _MEMBERSHIP:
+        if not isinstance(operand, list | tuple | set | frozenset):
+            raise FilterError(f"{op} on {field!r} takes a list", field=field, value=operand)
+        return Condition(field, op, tuple(_scalar(spec, op, v) for v in operand))
+    if operand is None:
+        return _null_condition(spec, op)
+    if op in _COMPARISONS and spec.kind in {FieldKind.STRING, FieldKind.ENUM}:
+        raise FilterError(
+            f"{op} compares numbers and datetimes; {field!r} is a {spec.kind.value}",
+            field=field,
+            value=operand,
+        )
+    return Condition(field, op, _scalar(spec, op, operand))
+
+
+def _null_condition(spec: FieldSpec, op: Op) -> Condition:
+    if op not in {Op.EQ, Op.NE}:
+        raise FilterError(f"{op} on {spec.name!r} cannot compare with null", field=spec.name)
+    if not spec.nullable:
+        raise FilterError(
+            f"{spec.name!r} is never null; a null test on it is always decided", field=spec.name
+        )
+    return Condition(spec.name, op, None)
+
+
+def _tags_condition(spec: FieldSpec, op: Op, operand: Any) -> Condition:
+    field = spec.name
+    if op in {Op.EQ, Op.NE}:
+        return Condition(field, op, _tag(operand))
+    if op in _MEMBERSHIP:
+        if not isinstance(operand, list | tuple | set | frozenset):
+            raise FilterError(f"{op} on tags takes a list of tags", field=field, value=operand)
+        return Condition(field, op, tuple(dict.fromkeys(_tag(tag) for tag in operand)))
+    raise FilterError(f"{op} does not apply to tags", field=field, value=operand)
+
+
+def _tag(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise FilterError(
+            f"a tag must be a non-empty string, got {value!r}", field="tags", value=value
+        )
+    return value
+
+
+def _scalar(spec: FieldSpec, op: Op, value: Any) -> Any:
+    field = spec.name
+    if spec.kind is FieldKind.STRING:
+        if not isinstance(value, str):
+            raise FilterError(f"{field!r} takes strings, got {value!r}", field=field, value=value)
+        return value
+    if spec.kind is FieldKind.ENUM:
+        assert spec.enum_type is not None  # noqa: S101 - FIELDS guarantees it
+        try:
+            return spec.enum_type(value)
+        except ValueError:
+            allowed = ", ".join(member.value for member in spec.enum_type)
+            raise FilterError(
+                f"{field!r} takes one of {allowed}, got {value!r}", field=field, value=value
+            ) from None
+    if spec.kind is FieldKind.NUMBER:
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise FilterError(f"{field!r} takes numbers, got {value!r}", field=field, value=value)
+        return value
+    # DATETIME
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise FilterError(
+            f"{op} on {field!r} takes a timezone-aware datetime, got {value!r}",
+            field=field,
+            value=value,
+        )
+    return value
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+_TAG_TESTS: Final[Mapping[Op, Callable[[tuple[str, ...], Any], bool]]] = {
+    Op.EQ: lambda tags, tag: tag in tags,
+    Op.NE: lambda tags, tag: tag not in tags,
+    Op.IN: lambda tags, wanted: any(tag in tags for tag in wanted),
+    Op.NIN: lambda tags, wanted: not any(tag in tags for tag in wanted),
+    Op.ALL: lambda tags, wanted: all(tag in tags for tag in wanted),
+    Op.EXISTS: lambda tags, exists: bool(tags) is exists,
+}
+
+_SCALAR_TESTS: Final[Mapping[Op, Callable[[Any, Any], bool]]] = {
+    Op.EQ: operator.eq,
+    Op.NE: operator.ne,
+    Op.IN: lambda actual, wanted: actual in wanted,
+    Op.NIN: lambda actual, wanted: actual not in wanted,
+    Op.EXISTS: lambda actual, exists: (actual is not None) is exists,
+    # Comparisons never match a null, as in SQL.
+    Op.GT: lambda actual, bound: actual is not None and actual > bound,
+    Op.GTE: lambda actual, bound: actual is not None and actual >= bound,
+    Op.LT: lambda actual, bound: actual is not None and actual < bound,
+    Op.LTE: lambda actual, bound: actual is not None and actual <= bound,
+}
+
+
+def _evaluate(condition: Condition, item: ContextItem) -> bool:
+    actual = getattr(item, condition.field)
+    tests = _TAG_TESTS if condition.spec.kind is FieldKind.TAGS else _SCALAR_TESTS
+    return bool(tests[condition.op](actual, condition.value))
+
+
+# ----------------------------------------------------------------------------- ordering
+
+
+@attrs.frozen
+class Order:
+    """A validated ``order_by``: one field, a direction, id ascending to break ties."""
+
+    field: str
+    descending: bool
+
+    def sort(self, items: Iterable[ContextItem]) -> list[ContextItem]:
+        """Sort ``items``: nulls last in either direction, ties by id ascending."""
+        present: list[ContextItem] = []
+        missing: list[ContextItem] = []
+        for item in items:
+            (missing if getattr(item, self.field) is None else present).append(item)
+        present.sort(key=lambda item: item.id)
+        present.sort(key=lambda item: getattr(item, self.field), reverse=self.descending)
+        missing.sort(key=lambda item: item.id)
+        return present + missing
+
+
+def parse_order(order_by: object) -> Order:
+    """Parse the seed's ``order_by``: ``"field"`` is descending, ``"-field"`` ascending."""
+    if not isinstance(order_by, str) or not order_by:
+        raise FilterError(f"order_by must be a field name, got {order_by!r}", field="order_by")
+    descending = not order_by.startswith("-")
+    name = order_by.removeprefix("-")
+    spec = _field(name)
+    if not spec.orderable:
+        raise FilterError(f"cannot order by {name!r}", field="order_by", value=order_by)
+    return Order(name, descending)

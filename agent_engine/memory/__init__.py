@@ -1,0 +1,1 @@
+"""Storage: the backend protocol and its implementations."""

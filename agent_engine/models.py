@@ -1,0 +1,491 @@
+"""The values agent_engine stores and passes around.
+
+Every model is a frozen, slotted attrs class: a stored item can be shared between tiers,
+caches and threads without anyone changing it under another's feet. Change one with
+:func:`attrs.evolve`, which re-runs validation.
+
+Validation happens at construction so that a bad value is refused where it enters, with a
+:class:`~agent_engine.errors.ValidationError` naming the field, rather than surfacing later
+as a corrupt row or a confusing ranking.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import math
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar, cast
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from agent_engine.errors import ValidationError
+
+__all__ = [
+    "ContextItem",
+    "ContextRequest",
+    "Provenance",
+    "Status",
+    "Task",
+    "TaskState",
+    "Tier",
+    "TierShares",
+    "fingerprint_text",
+    "utcnow",
+]
+
+MAX_ID_LENGTH: Final = 255
+"""Ids, namespaces, kinds and sources must fit an indexed SQL column on every dialect."""
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+Vector = npt.NDArray[np.float32]
+"""A 1-D float32 embedding."""
+
+
+class Tier(enum.StrEnum):
+    """The memory tier an item lives in."""
+
+    TASK = "task"
+    PROJECT = "project"
+    GLOBAL = "global"
+
+
+class Status(enum.StrEnum):
+    """How much an item is trusted: pinned items are always offered to the prompt first."""
+
+    CANDIDATE = "candidate"
+    CONFIRMED = "confirmed"
+    PINNED = "pinned"
+
+
+class TaskState(enum.StrEnum):
+    """Lifecycle of a task; task memory is cleared when a task reaches a terminal state."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the task is over (its task memory can go)."""
+        return self in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED}
+
+
+def utcnow() -> datetime:
+    """Return the current time as an aware UTC datetime (the only kind agent_engine stores)."""
+    return datetime.now(UTC)
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def fingerprint_text(text: str) -> str:
+    """Fingerprint text for deduplication: case and whitespace differences do not count."""
+    normalized = _WHITESPACE.sub(" ", text).strip().casefold()
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()[:32]
+
+
+# ----------------------------------------------------------------------------- converters
+# Converters run before validators; each one raises ValidationError naming its field, so a
+# bad value never produces a bare TypeError from deep inside attrs or numpy.
+
+
+def _identifier(field: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(
+            f"{field} must be a non-empty string, got {value!r}", field=field, value=value
+        )
+    if len(value) > MAX_ID_LENGTH:
+        raise ValidationError(
+            f"{field} is longer than {MAX_ID_LENGTH} characters", field=field, value=value
+        )
+    if value != value.strip() or "\x00" in value:
+        raise ValidationError(
+            f"{field} must not contain NUL or start or end with whitespace, got {value!r}",
+            field=field,
+            value=value,
+        )
+    return value
+
+
+def _string(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(
+            f"{field} must be a string, got {type(value).__name__}", field=field, value=value
+        )
+    if "\x00" in value:
+        raise ValidationError(
+            f"{field} contains a NUL character, which databases cannot store",
+            field=field,
+            value=value,
+        )
+    return value
+
+
+def _optional_aware(field: str, value: object) -> datetime | None:
+    return None if value is None else _aware(field, value)
+
+
+def _aware(field: str, value: object) -> datetime:
+    if not isinstance(value, datetime):
+        raise ValidationError(
+            f"{field} must be a timezone-aware datetime, got {value!r}",
+            field=field,
+            value=value,
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(
+            f"{field} must be timezone-aware (naive datetimes are ambiguous), got {value!r}",
+            field=field,
+            value=value,
+        )
+    return value.astimezone(UTC)
+
+
+def _enum(field: str, enum_type: type[_E], value: object) -> _E:
+    try:
+        return enum_type(cast("str", value))
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum_type)
+        raise ValidationError(
+            f"{field} must be one of {allowed}; got {value!r}", field=field, value=value
+        ) from None
+
+
+def _unit_interval(field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(
+            f"{field} must be a number in [0, 1], got {value!r}", field=field, value=value
+        )
+    number = float(value)
+    if math.isnan(number) or not 0.0 <= number <= 1.0:
+        raise ValidationError(f"{field} must be in [0, 1], got {value!r}", field=field, value=value)
+    return number
+
+
+def _optional_count(field: str, value: object) -> int | None:
+    return None if value is None else _count(field, value)
+
+
+def _count(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(
+            f"{field} must be a non-negative integer, got {value!r}", field=field, value=value
+        )
+    return value
+
+
+def _tags(value: object) -> tuple[str, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValidationError(
+            f"tags must be a list of strings, got {value!r}", field="tags", value=value
+        )
+    seen: dict[str, None] = {}
+    for tag in value:
+        if not isinstance(tag, str) or not tag:
+            raise ValidationError(
+                f"every tag must be a non-empty string, got {tag!r}", field="tags", value=value
+            )
+        seen.setdefault(tag, None)
+    return tuple(seen)
+
+
+def _payload(value: object) -> dict[str, Any]:
+    """Copy via canonical JSON: proves the payload serializes and detaches it from the caller."""
+    if not isinstance(value, Mapping):
+        raise ValidationError(
+            f"payload must be a mapping, got {type(value).__name__}", field="payload", value=value
+        )
+    try:
+        copied = json.loads(json.dumps(value, allow_nan=False, ensure_ascii=False))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(
+            f"payload is not JSON-serializable: {exc}", field="payload", value=value
+        ) from None
+    if not isinstance(copied, dict):  # pragma: no cover - a Mapping always dumps to an object
+        raise ValidationError("payload must be a JSON object", field="payload", value=value)
+    return copied
+
+
+def _embedding(value: object) -> Vector | None:
+    if value is None:
+        return None
+    try:
+        array = np.array(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise ValidationError(
+            "embedding must be a sequence of numbers", field="embedding", value=value
+        ) from None
+    if array.ndim != 1 or array.size == 0:
+        raise ValidationError(
+            f"embedding must be a non-empty 1-D vector, got shape {array.shape}",
+            field="embedding",
+            value=value,
+        )
+    if not np.isfinite(array).all():
+        raise ValidationError("embedding contains NaN or infinity", field="embedding", value=value)
+    array.flags.writeable = False
+    return array
+
+
+# Named converters: the attrs mypy plugin needs a plain function per field.
+
+
+def _source_item_id(value: object) -> str:
+    return _identifier("source_item_id", value)
+
+
+def _source_tier(value: object) -> Tier:
+    return _enum("source_tier", Tier, value)
+
+
+def _source_namespace(value: object) -> str:
+    return _identifier("source_namespace", value)
+
+
+def _promoted_at(value: object) -> datetime:
+    return _aware("promoted_at", value)
+
+
+def _reason(value: object) -> str:
+    return _string("reason", value)
+
+
+def _id(value: object) -> str:
+    return _identifier("id", value)
+
+
+def _kind(value: object) -> str:
+    return _identifier("kind", value)
+
+
+def _text(value: object) -> str:
+    return _string("text", value)
+
+
+def _tier(value: object) -> Tier:
+    return _enum("tier", Tier, value)
+
+
+def _namespace(value: object) -> str:
+    return _identifier("namespace", value)
+
+
+def _source(value: object) -> str:
+    return _string("source", value)
+
+
+def _timestamp(value: object) -> datetime:
+    return _aware("timestamp", value)
+
+
+def _importance(value: object) -> float:
+    return _unit_interval("importance", value)
+
+
+def _token_cost(value: object) -> int | None:
+    return _optional_count("token_cost", value)
+
+
+def _status(value: object) -> Status:
+    return _enum("status", Status, value)
+
+
+def _access_count(value: object) -> int:
+    return _count("access_count", value)
+
+
+def _last_accessed_at(value: object) -> datetime | None:
+    return _optional_aware("last_accessed_at", value)
+
+
+def _expires_at(value: object) -> datetime | None:
+    return _optional_aware("expires_at", value)
+
+
+def _project_id(value: object) -> str:
+    return _identifier("project_id", value)
+
+
+def _user_id(value: object) -> str:
+    return _identifier("user_id", value)
+
+
+def _description(value: object) -> str:
+    return _string("description", value)
+
+
+def _state(value: object) -> TaskState:
+    return _enum("state", TaskState, value)
+
+
+def _share_task(value: object) -> float:
+    return _share("task", value)
+
+
+def _share_project(value: object) -> float:
+    return _share("project", value)
+
+
+def _share_global(value: object) -> float:
+    return _share("global", value)
+
+
+def _query(value: object) -> str:
+    return _string("query", value)
+
+
+def _policy(value: object) -> str:
+    return _identifier("policy", value)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@attrs.frozen
+class Provenance:
+    """Where a promoted item came from: the audit trail of an explicit promotion."""
+
+    source_item_id: str = attrs.field(converter=_source_item_id)
+    source_tier: Tier = attrs.field(converter=_source_tier)
+    source_namespace: str = attrs.field(converter=_source_namespace)
+    promoted_at: datetime = attrs.field(converter=_promoted_at)
+    reason: str = attrs.field(default="", converter=_reason)
+
+
+@attrs.frozen(eq=True)
+class ContextItem:
+    """One unit of memory: a reasoning step, a tool output, a decision, a preference.
+
+    ``text`` is what retrieval ranks and what the prompt shows; ``payload`` carries structured
+    fields (JSON-safe, copied on construction) that renderers include. ``namespace`` is the
+    scope key the tier stores isolate on (``task:<id>``, ``project:<id>``, ``global:<user>``).
+    ``fingerprint`` is derived from the normalized text (or, without text, the payload) and
+    is how duplicates are recognised; it is never passed in.
+    """
+
+    id: str = attrs.field(converter=_id)
+    kind: str = attrs.field(converter=_kind)
+    text: str = attrs.field(default="", converter=_text)
+    tier: Tier = attrs.field(default=Tier.PROJECT, converter=_tier)
+    namespace: str = attrs.field(default="default", converter=_namespace)
+    source: str = attrs.field(default="", converter=_source)
+    timestamp: datetime = attrs.field(factory=utcnow, converter=_timestamp)
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_tags)
+    importance: float = attrs.field(default=0.5, converter=_importance)
+    token_cost: int | None = attrs.field(default=None, converter=_token_cost)
+    payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload)
+    embedding: Vector | None = attrs.field(default=None, converter=_embedding, eq=False, repr=False)
+    status: Status = attrs.field(default=Status.CONFIRMED, converter=_status)
+    access_count: int = attrs.field(default=0, converter=_access_count)
+    last_accessed_at: datetime | None = attrs.field(default=None, converter=_last_accessed_at)
+    expires_at: datetime | None = attrs.field(default=None, converter=_expires_at)
+    provenance: Provenance | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Provenance))
+    )
+    fingerprint: str = attrs.field(init=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        basis = self.text if self.text.strip() else json.dumps(self.payload, sort_keys=True)
+        object.__setattr__(self, "fingerprint", fingerprint_text(basis))
+
+    @classmethod
+    def create(cls, kind: str, text: str = "", **fields: Any) -> ContextItem:
+        """Build an item with a fresh random id (the usual way to make a new memory)."""
+        return cls(id=fields.pop("id", None) or _new_id(), kind=kind, text=text, **fields)
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the item is pinned (always offered to the prompt first, never evicted)."""
+        return self.status is Status.PINNED
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the item's time to live has run out at ``now``."""
+        return self.expires_at is not None and self.expires_at <= now
+
+
+@attrs.frozen
+class Task:
+    """A unit of work a pipeline executor runs; owns one task-memory namespace."""
+
+    id: str = attrs.field(converter=_id)
+    project_id: str = attrs.field(default="default", converter=_project_id)
+    user_id: str = attrs.field(default="default", converter=_user_id)
+    description: str = attrs.field(default="", converter=_description)
+    state: TaskState = attrs.field(default=TaskState.RUNNING, converter=_state)
+    metadata: dict[str, Any] = attrs.field(factory=dict, converter=_payload)
+
+
+def _share(field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(
+            f"{field} share must be a number, got {value!r}", field=field, value=value
+        )
+    number = float(value)
+    if math.isnan(number) or number < 0.0 or number > 1.0:
+        raise ValidationError(
+            f"{field} share must be in [0, 1], got {value!r}", field=field, value=value
+        )
+    return number
+
+
+@attrs.frozen
+class TierShares:
+    """How a context budget is split between tiers; the shares sum to 1."""
+
+    task: float = attrs.field(default=0.4, converter=_share_task)
+    project: float = attrs.field(default=0.4, converter=_share_project)
+    global_: float = attrs.field(default=0.2, converter=_share_global)
+
+    def __attrs_post_init__(self) -> None:
+        total = self.task + self.project + self.global_
+        if not math.isclose(total, 1.0, abs_tol=1e-6):
+            raise ValidationError(
+                f"tier shares must sum to 1, got {total:g}",
+                field="shares",
+                value=(self.task, self.project, self.global_),
+            )
+
+    def of(self, tier: Tier) -> float:
+        """The share of ``tier``."""
+        return {Tier.TASK: self.task, Tier.PROJECT: self.project, Tier.GLOBAL: self.global_}[tier]
+
+
+def _budget(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValidationError(
+            f"budget_tokens must be a positive integer, got {value!r}",
+            field="budget_tokens",
+            value=value,
+        )
+    return value
+
+
+@attrs.frozen
+class ContextRequest:
+    """What an executor asks for at one step: a token budget and what the step is about.
+
+    ``shares`` overrides the assembler's tier split for this request only; ``policy`` names a
+    registered scoring policy.
+    """
+
+    budget_tokens: int = attrs.field(converter=_budget)
+    query: str = attrs.field(default="", converter=_query)
+    shares: TierShares | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(TierShares)),
+    )
+    policy: str = attrs.field(default="hybrid", converter=_policy)

@@ -1,0 +1,737 @@
+"""The backend conformance suite: one set of tests every ``MemoryBackend`` must pass unchanged.
+
+Subclass :class:`BackendConformance` in a test module and override the ``backend`` fixture so
+it yields an empty backend and cleans up afterwards::
+
+    class TestMyBackend(BackendConformance):
+        @pytest.fixture
+        def backend(self):
+            with MyBackend(...) as backend:
+                yield backend
+
+Each test's docstring says what behaviour it checks and, where useful, what to look at when
+it fails. The in-memory backend is the reference; the property tests compare every backend
+with an independent brute-force oracle written here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_engine.errors import (
+    DuplicateItemError,
+    FilterError,
+    ItemNotFoundError,
+    ValidationError,
+)
+from agent_engine.memory.backend import MemoryBackend
+from agent_engine.models import ContextItem, Status, Tier
+
+__all__ = ["BackendConformance", "make_item"]
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def make_item(n: int, **fields: Any) -> ContextItem:
+    """Build a distinct, fully populated item numbered ``n`` (fields may be overridden)."""
+    defaults: dict[str, Any] = {
+        "id": f"item-{n:05d}",
+        "kind": ("decision", "convention", "note")[n % 3],
+        "text": f"memory number {n}",
+        "tier": Tier.PROJECT,
+        "namespace": f"ns-{n % 2}",
+        "source": f"test/{n % 4}",
+        "timestamp": T0 + timedelta(minutes=n),
+        "tags": ("even",) if n % 2 == 0 else ("odd", "x"),
+        "importance": round((n % 10) / 10, 1),
+        "token_cost": n % 7 if n % 5 else None,
+        "payload": {"n": n, "nested": {"list": [n, str(n)]}},
+        "status": Status.PINNED if n % 11 == 0 else Status.CONFIRMED,
+        "access_count": n % 3,
+        "last_accessed_at": T0 + timedelta(hours=n) if n % 2 else None,
+        "expires_at": T0 + timedelta(days=n) if n % 3 == 0 else None,
+    }
+    defaults.update(fields)
+    return ContextItem(**defaults)
+
+
+def _same(a: ContextItem | None, b: ContextItem | None) -> bool:
+    """Equality including the embedding (which attrs equality skips)."""
+    if a is None or b is None:
+        return a is b
+    if a != b:
+        return False
+    if a.embedding is None or b.embedding is None:
+        return a.embedding is b.embedding
+    return bool(np.array_equal(a.embedding, b.embedding))
+
+
+def _ids(items: list[ContextItem]) -> list[str]:
+    return [item.id for item in items]
+
+
+class BackendConformance:
+    """Tests every :class:`~agent_engine.memory.backend.MemoryBackend` must pass."""
+
+    @pytest.fixture
+    def backend(self) -> Iterator[MemoryBackend]:
+        """Yield an empty backend; subclasses must override this."""
+        raise NotImplementedError("override the `backend` fixture in your conformance subclass")
+
+    @pytest.fixture
+    def filled(self, backend: MemoryBackend) -> MemoryBackend:
+        """The backend holding items 0..29 (see :func:`make_item`)."""
+        backend.add_many([make_item(n) for n in range(30)])
+        return backend
+
+    # ------------------------------------------------------------------ hygiene
+
+    def test_starts_empty(self, backend: MemoryBackend) -> None:
+        """A fresh backend holds nothing (if this fails, the fixture leaks state between tests)."""
+        assert backend.count() == 0
+        assert backend.list_all() == []
+
+    def test_satisfies_protocol(self, backend: MemoryBackend) -> None:
+        """The backend structurally implements MemoryBackend."""
+        assert isinstance(backend, MemoryBackend)
+
+    # ------------------------------------------------------------------ create / read
+
+    def test_add_then_get_round_trips_every_field(self, backend: MemoryBackend) -> None:
+        """What goes in comes back equal, field for field (check the row conversion if not)."""
+        item = make_item(3, embedding=[0.25, -1.5, 3.0], provenance=None)
+        backend.add(item)
+        got = backend.get(item.id)
+        assert _same(got, item)
+        assert got is not None
+        assert got.fingerprint == item.fingerprint
+
+    def test_datetimes_come_back_aware_utc(self, backend: MemoryBackend) -> None:
+        """A timestamp given in another zone comes back as the same instant in UTC."""
+        zone = timezone(timedelta(hours=5, minutes=30))
+        item = make_item(1, timestamp=datetime(2024, 3, 1, 12, 0, 0, 123456, tzinfo=zone))
+        backend.add(item)
+        got = backend.get(item.id)
+        assert got is not None
+        assert got.timestamp == item.timestamp
+        assert got.timestamp.tzinfo == UTC
+        assert got.timestamp.microsecond == 123456
+
+    def test_unicode_and_large_payloads(self, backend: MemoryBackend) -> None:
+        """Non-ASCII text and a payload of several megabytes survive unchanged."""
+        text = "naïve café ✓ 日本語 🚀 \u200b العربية"
+        big = {"blob": "x" * 3_000_000, "emoji": "🚀" * 1000, "nul": "a\x00b", "deep": [[[1]]]}
+        item = make_item(1, text=text, payload=big, tags=("ünï", "标签"))
+        backend.add(item)
+        assert _same(backend.get(item.id), item)
+        assert _ids(backend.query({"tags": "标签"})) == [item.id]
+
+    def test_get_missing_returns_none(self, backend: MemoryBackend) -> None:
+        """An unknown id is not an error for get."""
+        assert backend.get("nope") is None
+
+    def test_get_many_keeps_order_and_skips_unknown(self, filled: MemoryBackend) -> None:
+        """get_many answers in the order asked and leaves out ids that are not stored."""
+        got = filled.get_many(["item-00005", "missing", "item-00001", "item-00005"])
+        assert _ids(got) == ["item-00005", "item-00001"]
+        assert filled.get_many([]) == []
+
+    def test_add_many_stores_all(self, backend: MemoryBackend) -> None:
+        """add_many stores every item of the batch."""
+        backend.add_many(make_item(n) for n in range(50))
+        assert backend.count() == 50
+        assert {item.id for item in backend.list_all()} == {make_item(n).id for n in range(50)}
+
+    def test_add_many_empty_is_noop(self, backend: MemoryBackend) -> None:
+        """An empty batch stores nothing and raises nothing."""
+        backend.add_many([])
+        assert backend.count() == 0
+
+    # ------------------------------------------------------------------ duplicates
+
+    def test_add_existing_id_is_refused_and_keeps_original(self, backend: MemoryBackend) -> None:
+        """Add never overwrites: DuplicateItemError, and the stored item is unchanged."""
+        original = make_item(1)
+        backend.add(original)
+        with pytest.raises(DuplicateItemError) as info:
+            backend.add(attrs.evolve(original, text="changed"))
+        assert info.value.item_id == original.id
+        assert _same(backend.get(original.id), original)
+
+    def test_add_many_with_stored_duplicate_stores_none(self, backend: MemoryBackend) -> None:
+        """A batch containing one stored id is refused as a whole."""
+        backend.add(make_item(5))
+        with pytest.raises(DuplicateItemError):
+            backend.add_many([make_item(n) for n in range(10)])
+        assert backend.count() == 1
+
+    def test_add_many_with_duplicate_within_batch_stores_none(self, backend: MemoryBackend) -> None:
+        """An id that appears twice in one batch is refused before anything is written."""
+        batch = [make_item(1), make_item(2), make_item(1, text="again")]
+        with pytest.raises(DuplicateItemError):
+            backend.add_many(batch)
+        assert backend.count() == 0
+
+    # ------------------------------------------------------------------ update / delete
+
+    def test_update_replaces_item(self, filled: MemoryBackend) -> None:
+        """Update replaces the whole item, and queries see the new values."""
+        changed = attrs.evolve(make_item(4), text="rewritten", importance=1.0, tags=("new",))
+        filled.update(changed)
+        assert _same(filled.get(changed.id), changed)
+        assert _ids(filled.query({"tags": "new"})) == [changed.id]
+        assert filled.count() == 30
+
+    def test_update_missing_raises(self, backend: MemoryBackend) -> None:
+        """Update of an unknown id raises ItemNotFoundError and creates nothing."""
+        with pytest.raises(ItemNotFoundError):
+            backend.update(make_item(1))
+        assert backend.count() == 0
+
+    def test_update_many_with_one_missing_changes_none(self, filled: MemoryBackend) -> None:
+        """A batch update with one unknown id leaves every stored item as it was."""
+        batch = [attrs.evolve(make_item(n), text="changed") for n in (1, 2)] + [make_item(99)]
+        with pytest.raises(ItemNotFoundError):
+            filled.update_many(batch)
+        assert _same(filled.get("item-00001"), make_item(1))
+        assert _same(filled.get("item-00002"), make_item(2))
+        assert filled.get("item-00099") is None
+
+    def test_update_many_rejects_repeated_id(self, filled: MemoryBackend) -> None:
+        """The same id twice in one update batch is ambiguous and refused."""
+        batch = [attrs.evolve(make_item(1), text="a"), attrs.evolve(make_item(1), text="b")]
+        with pytest.raises(ValidationError):
+            filled.update_many(batch)
+        assert _same(filled.get("item-00001"), make_item(1))
+
+    def test_delete_reports_whether_it_removed(self, filled: MemoryBackend) -> None:
+        """Delete returns True once, then False; deleting a missing id is a no-op."""
+        assert filled.delete("item-00003") is True
+        assert filled.delete("item-00003") is False
+        assert filled.get("item-00003") is None
+        assert filled.count() == 29
+
+    def test_delete_many_counts_existing(self, filled: MemoryBackend) -> None:
+        """delete_many removes in one call and counts only ids that existed."""
+        removed = filled.delete_many(["item-00001", "item-00002", "missing", "item-00001"])
+        assert removed == 2
+        assert filled.count() == 28
+
+    def test_clear_all_and_filtered(self, filled: MemoryBackend) -> None:
+        """Clear with a filter removes just the matches; without one, everything."""
+        odd = filled.count({"tags": "odd"})
+        assert filled.clear({"tags": "odd"}) == odd
+        assert filled.count() == 30 - odd
+        assert filled.count({"tags": "odd"}) == 0
+        assert filled.clear() == 30 - odd
+        assert filled.count() == 0
+
+    def test_deleted_id_can_be_added_again(self, filled: MemoryBackend) -> None:
+        """Once deleted, an id is free again."""
+        filled.delete("item-00007")
+        filled.add(make_item(7, text="reborn"))
+        got = filled.get("item-00007")
+        assert got is not None
+        assert got.text == "reborn"
+
+    # ------------------------------------------------------------------ ordering and limits
+
+    def test_default_order_is_newest_first(self, filled: MemoryBackend) -> None:
+        """query() with no order_by returns newest first, limited to 100."""
+        assert _ids(filled.query()) == [make_item(n).id for n in reversed(range(30))]
+
+    def test_minus_flips_order(self, filled: MemoryBackend) -> None:
+        """A leading minus flips the order: oldest first."""
+        assert _ids(filled.query(order_by="-timestamp")) == [make_item(n).id for n in range(30)]
+
+    def test_ties_break_by_id(self, filled: MemoryBackend) -> None:
+        """Equal sort keys come back in id order in both directions."""
+        items = [make_item(n) for n in range(30)]
+        expected_desc = sorted(items, key=lambda i: (-i.importance, i.id))
+        expected_asc = sorted(items, key=lambda i: (i.importance, i.id))
+        assert _ids(filled.query(order_by="importance")) == _ids(expected_desc)
+        assert _ids(filled.query(order_by="-importance")) == _ids(expected_asc)
+
+    @pytest.mark.parametrize("order_by", ["token_cost", "-token_cost", "expires_at", "-expires_at"])
+    def test_nulls_sort_last(self, filled: MemoryBackend, order_by: str) -> None:
+        """Items without a value come after every item with one, in either direction."""
+        name = order_by.removeprefix("-")
+        got = filled.query(order_by=order_by, limit=None)
+        values = [getattr(item, name) for item in got]
+        first_null = values.index(None)
+        assert all(value is None for value in values[first_null:])
+        present = values[:first_null]
+        assert present == sorted(present, reverse=not order_by.startswith("-"))
+
+    def test_limit(self, filled: MemoryBackend) -> None:
+        """Limit caps the result; 0 gives nothing; None gives everything."""
+        assert _ids(filled.query(limit=3)) == [make_item(n).id for n in (29, 28, 27)]
+        assert filled.query(limit=0) == []
+        assert len(filled.query(limit=None)) == 30
+        assert len(filled.query({"namespace": "ns-0"}, limit=5, order_by="-timestamp")) == 5
+
+    def test_limit_applies_after_filter_and_order(self, filled: MemoryBackend) -> None:
+        """The limit picks the first matches in order, not the first rows stored."""
+        got = filled.query({"kind": "note"}, limit=2, order_by="importance")
+        notes = [make_item(n) for n in range(30) if n % 3 == 2]
+        assert _ids(got) == _ids(sorted(notes, key=lambda i: (-i.importance, i.id))[:2])
+
+    @pytest.mark.parametrize("limit", [-1, 1.5, "10", True])
+    def test_bad_limit_is_refused(self, filled: MemoryBackend, limit: Any) -> None:
+        """A negative or non-integer limit is a ValidationError, not a silent default."""
+        with pytest.raises(ValidationError):
+            filled.query(limit=limit)
+
+    @pytest.mark.parametrize("order_by", ["nonsense", "-", "", "tags", "payload", None, 3])
+    def test_bad_order_by_is_refused(self, filled: MemoryBackend, order_by: Any) -> None:
+        """An unknown or unorderable field in order_by is a FilterError."""
+        with pytest.raises(FilterError):
+            filled.query(order_by=order_by)
+
+    def test_large_result_is_complete(self, backend: MemoryBackend) -> None:
+        """A few thousand items come back complete and in order with limit=None."""
+        backend.add_many(make_item(n) for n in range(3000))
+        got = backend.query(limit=None, order_by="-timestamp")
+        assert _ids(got) == [make_item(n).id for n in range(3000)]
+
+    # ------------------------------------------------------------------ filters
+
+    @pytest.mark.parametrize(
+        ("filters", "expected"),
+        [
+            pytest.param({"kind": "note"}, lambda i: i.kind == "note", id="exact"),
+            pytest.param({"kind": {"$eq": "note"}}, lambda i: i.kind == "note", id="eq"),
+            pytest.param({"kind": {"$ne": "note"}}, lambda i: i.kind != "note", id="ne"),
+            pytest.param(
+                {"kind": {"$in": ["note", "decision"]}},
+                lambda i: i.kind in {"note", "decision"},
+                id="in",
+            ),
+            pytest.param({"kind": {"$nin": ["note"]}}, lambda i: i.kind != "note", id="nin"),
+            pytest.param({"kind": {"$in": []}}, lambda _: False, id="in-empty"),
+            pytest.param({"kind": {"$nin": []}}, lambda _: True, id="nin-empty"),
+            pytest.param({"importance": {"$gt": 0.5}}, lambda i: i.importance > 0.5, id="gt"),
+            pytest.param({"importance": {"$gte": 0.5}}, lambda i: i.importance >= 0.5, id="gte"),
+            pytest.param({"importance": {"$lt": 0.5}}, lambda i: i.importance < 0.5, id="lt"),
+            pytest.param({"importance": {"$lte": 0.5}}, lambda i: i.importance <= 0.5, id="lte"),
+            pytest.param(
+                {"importance": {"$gt": 0.2, "$lt": 0.6}},
+                lambda i: 0.2 < i.importance < 0.6,
+                id="range",
+            ),
+            pytest.param({"access_count": 2}, lambda i: i.access_count == 2, id="int-exact"),
+            pytest.param(
+                {"access_count": {"$in": [0, 2]}}, lambda i: i.access_count in {0, 2}, id="int-in"
+            ),
+            pytest.param({"importance": 1}, lambda i: i.importance == 1.0, id="int-vs-float"),
+            pytest.param(
+                {"timestamp": {"$gte": T0 + timedelta(minutes=10)}},
+                lambda i: i.timestamp >= T0 + timedelta(minutes=10),
+                id="datetime-gte",
+            ),
+            pytest.param(
+                {
+                    "timestamp": {
+                        "$lt": datetime(2024, 1, 1, 5, 10, tzinfo=timezone(timedelta(hours=5)))
+                    }
+                },
+                lambda i: i.timestamp < T0 + timedelta(minutes=10),
+                id="datetime-other-zone",
+            ),
+            pytest.param({"tier": "project"}, lambda i: i.tier is Tier.PROJECT, id="enum-string"),
+            pytest.param({"status": Status.PINNED}, lambda i: i.pinned, id="enum-member"),
+            pytest.param(
+                {"status": {"$in": ["pinned", "candidate"]}}, lambda i: i.pinned, id="enum-in"
+            ),
+            pytest.param({"token_cost": None}, lambda i: i.token_cost is None, id="null-exact"),
+            pytest.param(
+                {"token_cost": {"$ne": None}}, lambda i: i.token_cost is not None, id="null-ne"
+            ),
+            pytest.param(
+                {"token_cost": {"$exists": True}},
+                lambda i: i.token_cost is not None,
+                id="exists-true",
+            ),
+            pytest.param(
+                {"token_cost": {"$exists": False}},
+                lambda i: i.token_cost is None,
+                id="exists-false",
+            ),
+            pytest.param(
+                {"token_cost": {"$ne": 3}}, lambda i: i.token_cost != 3, id="ne-includes-null"
+            ),
+            pytest.param(
+                {"token_cost": {"$nin": [1, 2]}},
+                lambda i: i.token_cost not in {1, 2},
+                id="nin-includes-null",
+            ),
+            pytest.param(
+                {"token_cost": {"$gt": 2}},
+                lambda i: i.token_cost is not None and i.token_cost > 2,
+                id="gt-excludes-null",
+            ),
+            pytest.param(
+                {"expires_at": {"$lte": T0 + timedelta(days=9)}},
+                lambda i: i.expires_at is not None and i.expires_at <= T0 + timedelta(days=9),
+                id="nullable-datetime",
+            ),
+            pytest.param({"tags": "odd"}, lambda i: "odd" in i.tags, id="tags-contains"),
+            pytest.param(
+                {"tags": ["even", "missing"]},
+                lambda i: "even" in i.tags,
+                id="tags-any-of-list",
+            ),
+            pytest.param(
+                {"tags": {"$in": ["x", "even"]}},
+                lambda i: bool({"x", "even"} & set(i.tags)),
+                id="tags-in",
+            ),
+            pytest.param(
+                {"tags": {"$all": ["odd", "x"]}},
+                lambda i: {"odd", "x"} <= set(i.tags),
+                id="tags-all",
+            ),
+            pytest.param({"tags": {"$all": ["odd", "even"]}}, lambda _: False, id="tags-all-none"),
+            pytest.param({"tags": {"$nin": ["x"]}}, lambda i: "x" not in i.tags, id="tags-nin"),
+            pytest.param({"tags": {"$ne": "odd"}}, lambda i: "odd" not in i.tags, id="tags-ne"),
+            pytest.param({"tags": {"$eq": "x"}}, lambda i: "x" in i.tags, id="tags-eq"),
+            pytest.param({"tags": {"$exists": True}}, lambda i: bool(i.tags), id="tags-exists"),
+            pytest.param(
+                {"kind": "note", "namespace": "ns-0", "importance": {"$gte": 0.2}},
+                lambda i: i.kind == "note" and i.namespace == "ns-0" and i.importance >= 0.2,
+                id="conjunction",
+            ),
+            pytest.param({}, lambda _: True, id="empty"),
+        ],
+    )
+    def test_filter_semantics(
+        self,
+        filled: MemoryBackend,
+        filters: dict[str, Any],
+        expected: Callable[[ContextItem], bool],
+    ) -> None:
+        """Each operator selects what docs/filters.md says it does, and count agrees."""
+        filled.add(make_item(30, tags=()))
+        universe = [make_item(n) for n in range(30)] + [make_item(30, tags=())]
+        want = sorted(i.id for i in universe if expected(i))
+        got = filled.query(filters, limit=None, order_by="-timestamp")
+        assert sorted(_ids(got)) == want
+        assert filled.count(filters) == len(want)
+
+    @pytest.mark.parametrize(
+        "filters",
+        [
+            pytest.param({"nosuchfield": 1}, id="unknown-field"),
+            pytest.param({"payload": {"n": 1}}, id="payload-not-filterable"),
+            pytest.param({"kind": {"$regex": "n.*"}}, id="unknown-operator"),
+            pytest.param({"kind": {"eq": "note"}}, id="operator-without-dollar"),
+            pytest.param({"kind": {}}, id="empty-operator-doc"),
+            pytest.param({"kind": 3}, id="wrong-type-string"),
+            pytest.param({"importance": "high"}, id="wrong-type-number"),
+            pytest.param({"importance": True}, id="bool-is-not-a-number"),
+            pytest.param({"importance": float("nan")}, id="nan"),
+            pytest.param({"importance": {"$in": 0.5}}, id="in-needs-list"),
+            pytest.param({"importance": {"$in": [0.5, "x"]}}, id="in-wrong-member"),
+            pytest.param({"kind": ["a", "b"]}, id="list-on-scalar-field"),
+            pytest.param({"kind": {"$gt": "a"}}, id="string-comparison"),
+            pytest.param({"tier": "planet"}, id="bad-enum"),
+            pytest.param({"timestamp": {"$gt": datetime(2024, 1, 1)}}, id="naive-datetime"),  # noqa: DTZ001
+            pytest.param({"timestamp": {"$gt": "2024-01-01"}}, id="string-for-datetime"),
+            pytest.param({"importance": None}, id="null-on-non-nullable"),
+            pytest.param({"token_cost": {"$gt": None}}, id="null-comparison"),
+            pytest.param({"kind": {"$all": ["a"]}}, id="all-on-scalar"),
+            pytest.param({"tags": {"$gt": "a"}}, id="comparison-on-tags"),
+            pytest.param({"tags": 3}, id="tag-not-string"),
+            pytest.param({"tags": {"$all": "odd"}}, id="all-needs-list"),
+            pytest.param({"token_cost": {"$exists": "yes"}}, id="exists-needs-bool"),
+        ],
+    )
+    def test_bad_filters_raise(self, filled: MemoryBackend, filters: dict[str, Any]) -> None:
+        """Malformed filters raise FilterError from query, count and clear, and delete nothing."""
+        with pytest.raises(FilterError):
+            filled.query(filters)
+        with pytest.raises(FilterError):
+            filled.count(filters)
+        with pytest.raises(FilterError):
+            filled.clear(filters)
+        assert filled.count() == 30
+
+    def test_filters_must_be_a_mapping(self, filled: MemoryBackend) -> None:
+        """A filter that is not a dict is refused, not treated as empty."""
+        with pytest.raises(FilterError):
+            filled.query(["kind", "note"])  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ bad input
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            pytest.param(lambda: [make_item(1), {"id": "x", "kind": "k"}], id="dict-in-batch"),
+            pytest.param(lambda: [make_item(1), None], id="none-in-batch"),
+            pytest.param(lambda: make_item(1), id="single-item-not-list"),
+        ],
+    )
+    def test_add_many_rejects_non_items(
+        self, filled: MemoryBackend, bad: Callable[[], Any]
+    ) -> None:
+        """Anything that is not a ContextItem is a ValidationError and nothing is stored."""
+        with pytest.raises(ValidationError):
+            filled.add_many(bad())
+        assert filled.count() == 30
+        assert _same(filled.get("item-00001"), make_item(1))
+
+    @pytest.mark.parametrize("bad_id", [None, 5, b"item-00001"])
+    def test_bad_ids_are_refused(self, filled: MemoryBackend, bad_id: Any) -> None:
+        """Ids must be strings for get, delete and their batch forms."""
+        with pytest.raises(ValidationError):
+            filled.get(bad_id)
+        with pytest.raises(ValidationError):
+            filled.delete(bad_id)
+        with pytest.raises(ValidationError):
+            filled.delete_many([bad_id])
+        with pytest.raises(ValidationError):
+            filled.get_many("item-00001")
+        assert filled.count() == 30
+
+    def test_inputs_are_not_mutated(self, backend: MemoryBackend) -> None:
+        """add_many and query leave the caller's list and filter dict as they were."""
+        batch = [make_item(n) for n in range(5)]
+        snapshot = list(batch)
+        backend.add_many(batch)
+        assert batch == snapshot
+        filters = {"kind": {"$in": ["note", "decision"]}, "tags": ["even"]}
+        before = repr(filters)
+        backend.query(filters)
+        backend.count(filters)
+        assert repr(filters) == before
+
+    def test_generator_batches_are_accepted(self, backend: MemoryBackend) -> None:
+        """add_many and get_many take any iterable, including generators."""
+        backend.add_many(make_item(n) for n in range(3))
+        assert len(backend.get_many(make_item(n).id for n in range(3))) == 3
+
+    # ------------------------------------------------------------------ concurrency
+
+    def test_concurrent_adds_and_deletes(self, backend: MemoryBackend) -> None:
+        """Threads adding and deleting disjoint items lose and duplicate nothing."""
+        threads_n, per_thread = 8, 60
+        errors: list[BaseException] = []
+
+        def work(worker: int) -> None:
+            try:
+                base = worker * 1000
+                for chunk in range(0, per_thread, 10):
+                    backend.add_many(make_item(base + n) for n in range(chunk, chunk + 10))
+                for n in range(0, per_thread, 3):
+                    assert backend.delete(make_item(base + n).id)
+            except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(threads_n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        expected = {
+            make_item(w * 1000 + n).id for w in range(threads_n) for n in range(per_thread) if n % 3
+        }
+        got = _ids(backend.list_all())
+        assert len(got) == len(set(got))
+        assert set(got) == expected
+        assert backend.count() == len(expected)
+
+    def test_concurrent_add_of_same_id_has_one_winner(self, backend: MemoryBackend) -> None:
+        """Threads racing to add one id: one succeeds, the rest get DuplicateItemError."""
+        outcomes: list[str] = []
+        lock = threading.Lock()
+        barrier = threading.Barrier(6)
+
+        def race(n: int) -> None:
+            barrier.wait()
+            try:
+                backend.add(make_item(1, text=f"writer {n}"))
+                result = "ok"
+            except DuplicateItemError:
+                result = "dup"
+            with lock:
+                outcomes.append(result)
+
+        threads = [threading.Thread(target=race, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes) == ["dup"] * 5 + ["ok"]
+        assert backend.count() == 1
+
+    # ------------------------------------------------------------------ properties
+
+    @settings(
+        max_examples=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(data=st.data())
+    def test_query_matches_oracle(self, backend: MemoryBackend, data: st.DataObject) -> None:
+        """For random items, filters, orders and limits, query equals a brute-force oracle."""
+        backend.clear()
+        items = data.draw(st.lists(_items(), max_size=25, unique_by=lambda i: i.id))
+        backend.add_many(items)
+        filters = data.draw(_filter_docs())
+        order_by = data.draw(st.sampled_from(_ORDERS))
+        limit = data.draw(st.one_of(st.none(), st.integers(min_value=0, max_value=30)))
+        got = backend.query(filters, limit=limit, order_by=order_by)
+        want = _oracle(items, filters, order_by, limit)
+        assert _ids(got) == _ids(want)
+        assert backend.count(filters) == len(_oracle(items, filters, order_by, None))
+
+
+# ----------------------------------------------------------------------------- oracle
+
+_KINDS = ("a", "b", "c")
+_TAGS = ("t1", "t2", "t3")
+_ORDERS = (
+    "timestamp",
+    "-timestamp",
+    "importance",
+    "-importance",
+    "token_cost",
+    "-token_cost",
+    "access_count",
+    "id",
+    "-id",
+    "kind",
+    "expires_at",
+    "-last_accessed_at",
+)
+
+
+@st.composite
+def _items(draw: st.DrawFn) -> ContextItem:
+    minutes = st.integers(min_value=0, max_value=20)
+    optional_time = st.one_of(st.none(), minutes.map(lambda m: T0 + timedelta(minutes=m)))
+    return ContextItem(
+        id=draw(
+            st.text(alphabet="abcdXYZ0-_é", min_size=1, max_size=6).filter(lambda s: s.strip() == s)
+        ),
+        kind=draw(st.sampled_from(_KINDS)),
+        text=draw(st.text(max_size=20).filter(lambda s: "\x00" not in s)),
+        namespace=draw(st.sampled_from(("n1", "n2"))),
+        timestamp=T0 + timedelta(minutes=draw(minutes)),
+        tags=draw(st.lists(st.sampled_from(_TAGS), max_size=3)),
+        importance=draw(st.sampled_from((0.0, 0.25, 0.5, 1.0))),
+        token_cost=draw(st.one_of(st.none(), st.integers(min_value=0, max_value=5))),
+        access_count=draw(st.integers(min_value=0, max_value=3)),
+        status=draw(st.sampled_from(list(Status))),
+        last_accessed_at=draw(optional_time),
+        expires_at=draw(optional_time),
+    )
+
+
+@st.composite
+def _filter_docs(draw: st.DrawFn) -> dict[str, Any]:
+    time = st.integers(min_value=0, max_value=20).map(lambda m: T0 + timedelta(minutes=m))
+    number = st.sampled_from((0, 0.25, 0.5, 1, 2, 3))
+    candidates: dict[str, st.SearchStrategy[Any]] = {
+        "kind": st.one_of(
+            st.sampled_from(_KINDS),
+            st.fixed_dictionaries({"$ne": st.sampled_from(_KINDS)}),
+            st.fixed_dictionaries({"$in": st.lists(st.sampled_from(_KINDS), max_size=2)}),
+            st.fixed_dictionaries({"$nin": st.lists(st.sampled_from(_KINDS), max_size=2)}),
+        ),
+        "namespace": st.sampled_from(("n1", "n2")),
+        "importance": st.one_of(
+            number,
+            st.dictionaries(
+                st.sampled_from(("$gt", "$gte", "$lt", "$lte", "$ne")), number, min_size=1
+            ),
+        ),
+        "token_cost": st.one_of(
+            st.none(),
+            st.fixed_dictionaries({"$exists": st.booleans()}),
+            st.dictionaries(st.sampled_from(("$gt", "$lte", "$ne")), number, min_size=1),
+            st.fixed_dictionaries({"$nin": st.lists(st.integers(0, 5), max_size=2)}),
+        ),
+        "timestamp": st.dictionaries(st.sampled_from(("$gt", "$lte")), time, min_size=1),
+        "expires_at": st.one_of(
+            st.none(),
+            st.dictionaries(st.sampled_from(("$gte", "$lt", "$ne")), time, min_size=1),
+        ),
+        "status": st.sampled_from([s.value for s in Status]),
+        "tags": st.one_of(
+            st.sampled_from(_TAGS),
+            st.lists(st.sampled_from(_TAGS), max_size=2),
+            st.fixed_dictionaries({"$all": st.lists(st.sampled_from(_TAGS), max_size=2)}),
+            st.fixed_dictionaries({"$nin": st.lists(st.sampled_from(_TAGS), max_size=2)}),
+            st.fixed_dictionaries({"$ne": st.sampled_from(_TAGS)}),
+            st.fixed_dictionaries({"$exists": st.booleans()}),
+        ),
+    }
+    keys = draw(st.lists(st.sampled_from(sorted(candidates)), unique=True, max_size=3))
+    return {key: draw(candidates[key]) for key in keys}
+
+
+def _oracle_match(item: ContextItem, filters: dict[str, Any]) -> bool:  # noqa: C901
+    """An independent, deliberately naive reading of docs/filters.md."""
+    for field, spec in filters.items():
+        actual = getattr(item, field)
+        ops = spec if isinstance(spec, dict) else {"$in" if isinstance(spec, list) else "$eq": spec}
+        for op, value in ops.items():
+            if field == "tags":
+                ok = _oracle_tags(set(actual), op, value)
+            elif op == "$exists":
+                ok = (actual is not None) == value
+            elif op == "$eq":
+                ok = actual == value
+            elif op == "$ne":
+                ok = actual != value
+            elif op == "$in":
+                ok = actual in value
+            elif op == "$nin":
+                ok = actual not in value
+            elif actual is None:
+                ok = False
+            else:
+                ok = {
+                    "$gt": actual > value,
+                    "$gte": actual >= value,
+                    "$lt": actual < value,
+                    "$lte": actual <= value,
+                }[op]
+            if not ok:
+                return False
+    return True
+
+
+def _oracle_tags(tags: set[str], op: str, value: Any) -> bool:
+    if op == "$exists":
+        return bool(tags) is value
+    wanted = set(value) if isinstance(value, list) else {value}
+    if op == "$all":
+        return wanted <= tags
+    overlap = bool(tags & wanted)
+    return not overlap if op in {"$ne", "$nin"} else overlap
+
+
+def _oracle(
+    items: list[ContextItem], filters: dict[str, Any], order_by: str, limit: int | None
+) -> list[ContextItem]:
+    matching = [item for item in items if _oracle_match(item, filters)]
+    field = order_by.lstrip("-")
+    descending = not order_by.startswith("-")
+    with_value = [i for i in matching if getattr(i, field) is not None]
+    without = sorted((i for i in matching if getattr(i, field) is None), key=lambda i: i.id)
+    ranked = sorted(with_value, key=lambda i: i.id)
+    ranked = sorted(ranked, key=lambda i: getattr(i, field), reverse=descending)
+    ordered = ranked + without
+    return ordered if limit is None else ordered[:limit]
