@@ -1,0 +1,103 @@
+"""The conformance suite can fail: deliberately broken backends do not pass it.
+
+A suite that passes everything proves nothing. Each backend here breaks one rule of the
+contract the way real backends do, and the suite must report the tests that catch it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+BROKEN = textwrap.dedent(
+    """
+    import pytest
+    from agent_engine.errors import FilterError
+    from agent_engine.memory.inmemory import InMemoryBackend
+    from agent_engine.testing.conformance import BackendConformance
+
+
+    class IgnoresLimit(InMemoryBackend):
+        def _select(self, where, order, limit):
+            return super()._select(where, order, None)
+
+
+    class EmptyOnUnknownOperator(InMemoryBackend):
+        def query(self, filters=None, limit=100, order_by="timestamp"):
+            try:
+                return super().query(filters, limit, order_by)
+            except FilterError:
+                return []
+
+
+    class OverwritesOnAdd(InMemoryBackend):
+        def _insert(self, items):
+            with self._lock:
+                for item in items:
+                    self._items[item.id] = item
+
+
+    class HalfWritesBatches(InMemoryBackend):
+        def _insert(self, items):
+            for item in items:
+                super()._insert([item])
+
+
+    class NullsFirst(InMemoryBackend):
+        def _select(self, where, order, limit):
+            rows = super()._select(where, order, None)
+            nulls = [i for i in rows if getattr(i, order.field) is None]
+            rest = [i for i in rows if getattr(i, order.field) is not None]
+            return (nulls + rest)[:limit]
+
+
+    class NeMissesNulls(InMemoryBackend):
+        def _select(self, where, order, limit):
+            rows = super()._select(where, order, limit)
+            ne = [c.field for c in where.conditions if c.op.value in ("$ne", "$nin")]
+            return [i for i in rows if all(getattr(i, f) is not None for f in ne)]
+
+
+    def _suite(backend_cls):
+        class Suite(BackendConformance):
+            @pytest.fixture
+            def backend(self):
+                yield backend_cls()
+        Suite.__name__ = "Test" + backend_cls.__name__
+        return Suite
+
+
+    TestIgnoresLimit = _suite(IgnoresLimit)
+    TestEmptyOnUnknownOperator = _suite(EmptyOnUnknownOperator)
+    TestOverwritesOnAdd = _suite(OverwritesOnAdd)
+    TestHalfWritesBatches = _suite(HalfWritesBatches)
+    TestNullsFirst = _suite(NullsFirst)
+    TestNeMissesNulls = _suite(NeMissesNulls)
+    """
+)
+
+EXPECTED_CATCHES = {
+    "TestIgnoresLimit": ["test_limit", "test_limit_applies_after_filter_and_order"],
+    "TestEmptyOnUnknownOperator": ["test_bad_filters_raise"],
+    "TestOverwritesOnAdd": ["test_add_existing_id_is_refused_and_keeps_original"],
+    "TestHalfWritesBatches": ["test_add_many_with_stored_duplicate_stores_none"],
+    "TestNullsFirst": ["test_nulls_sort_last"],
+    "TestNeMissesNulls": ["test_filter_semantics"],
+}
+
+
+def test_broken_backends_fail(pytester: pytest.Pytester) -> None:
+    """Every broken backend fails the tests that guard the rule it breaks."""
+    pytester.makepyfile(test_broken=BROKEN)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    failed = set()
+    for line in result.outlines:
+        if line.startswith("FAILED "):
+            _, suite, test = line.split()[1].split("::")
+            failed.add(f"{suite}::{test.split('[')[0]}")
+    for suite, tests in EXPECTED_CATCHES.items():
+        for test in tests:
+            assert f"{suite}::{test}" in failed, f"{suite} was not caught by {test}"
