@@ -3,6 +3,7 @@
 The public API is what ``__all__`` lists; everything else may change without notice.
 """
 
+from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from agent_engine.errors import (
     AgentEngineError,
     BackendError,
@@ -18,7 +19,7 @@ from agent_engine.errors import (
     ValidationError,
 )
 from agent_engine.filters import Filter, parse_filter
-from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend
+from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
     ContextItem,
@@ -43,15 +44,19 @@ __all__ = [
     "ContextRequest",
     "DimensionMismatchError",
     "DuplicateItemError",
+    "Embedder",
     "EmbeddingError",
     "Filter",
     "FilterError",
+    "HashingEmbedder",
     "InMemoryBackend",
     "IndexCorruptError",
     "ItemNotFoundError",
     "MemoryBackend",
     "Provenance",
     "SchemaVersionError",
+    "SearchHit",
+    "SentenceTransformerEmbedder",
     "Status",
     "Task",
     "TaskState",

@@ -10,31 +10,54 @@ raises the same errors and differs only in how it stores. The conformance suite 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
-from agent_engine.errors import DuplicateItemError, ValidationError
+from agent_engine.embeddings import Embedder, Matrix, normalize_rows
+from agent_engine.errors import (
+    DimensionMismatchError,
+    DuplicateItemError,
+    EmbeddingError,
+    ItemNotFoundError,
+    ValidationError,
+)
 from agent_engine.filters import Filter, FilterInput, Order, parse_filter, parse_order
-from agent_engine.models import ContextItem
+from agent_engine.models import ContextItem, Vector
 
-__all__ = ["BaseBackend", "Capabilities", "MemoryBackend"]
+__all__ = ["BaseBackend", "Capabilities", "MemoryBackend", "Query", "SearchHit"]
 
 DEFAULT_LIMIT = 100
+SCAN_CHUNK = 4096
+"""Rows scored per step by the default exact search: bounded memory whatever the store size."""
+
+Query = str | Vector | npt.ArrayLike
+"""A search query: text (embedded by the backend's embedder) or a vector."""
+
+
+@attrs.frozen
+class SearchHit:
+    """One search result: the item and its cosine similarity to the query."""
+
+    item: ContextItem
+    score: float
 
 
 @attrs.frozen
 class Capabilities:
     """What a backend can do beyond the core contract; callers branch on these, not on names.
 
-    ``vector_search``: :meth:`search` is available. ``persistent``: items survive the process.
+    ``vector_search``: ``search`` is served by an index rather than the default exact scan.
+    ``persistent``: items survive the process.
     ``atomic_batches``: a failed ``add_many`` (or a crash during one) leaves all of the batch
     or none of it.
     """
 
-    vector_search: bool = False
+    vector_search: bool = True
     persistent: bool = False
     atomic_batches: bool = True
 
@@ -118,6 +141,15 @@ class MemoryBackend(Protocol):
         """Remove matching items (all without filters); return how many."""
         ...
 
+    def search(self, query: Query, k: int = 10, filters: FilterInput = None) -> list[SearchHit]:
+        """Return the ``k`` matching items most similar to ``query``, best first.
+
+        Filters apply *before* the top-k cut: a search scoped to one namespace returns only
+        that namespace's items, and ``k`` of them whenever ``k`` matching items have vectors.
+        Scores are cosine similarities; ties break by id.
+        """
+        ...
+
     def close(self) -> None:
         """Release connections and files; the backend is unusable afterwards."""
         ...
@@ -133,6 +165,10 @@ class BaseBackend(abc.ABC):
     """
 
     capabilities: Capabilities = Capabilities()
+    embedder: Embedder | None = None
+    """Embeds items that arrive without a vector, and text queries. ``None``: vectors only."""
+    dim: int | None = None
+    """The vector dimension when there is no embedder (``None``: not fixed)."""
 
     # ------------------------------------------------------------------ primitives
 
@@ -171,10 +207,11 @@ class BaseBackend(abc.ABC):
         self.add_many([item])
 
     def add_many(self, items: Iterable[ContextItem]) -> None:
-        """Store new items, all or none (see :class:`MemoryBackend`)."""
+        """Store new items, all or none, embedding those without a vector in one batch."""
         batch = _check_items(items, adding=True)
         if batch:
-            self._insert(batch)
+            missing = [i for i, item in enumerate(batch) if item.embedding is None]
+            self._insert(self._embed(batch, missing))
 
     def get(self, item_id: str) -> ContextItem | None:
         """Return the item with this id, or ``None``."""
@@ -194,10 +231,21 @@ class BaseBackend(abc.ABC):
         self.update_many([item])
 
     def update_many(self, items: Iterable[ContextItem]) -> None:
-        """Replace several stored items, all or none."""
+        """Replace several stored items, all or none.
+
+        An item whose text changed but that still carries the stored item's vector (what
+        ``attrs.evolve(item, text=...)`` gives) is re-embedded, so search never ranks new
+        text by an old vector.
+        """
         batch = _check_items(items, adding=False)
-        if batch:
-            self._replace(batch)
+        if not batch:
+            return
+        stored = self._fetch([item.id for item in batch])
+        for item in batch:
+            if item.id not in stored:
+                raise ItemNotFoundError(item.id)
+        stale = [i for i, item in enumerate(batch) if _needs_embedding(item, stored[item.id])]
+        self._replace(self._embed(batch, stale))
 
     def delete(self, item_id: str) -> bool:
         """Remove an item; return whether it existed."""
@@ -235,6 +283,109 @@ class BaseBackend(abc.ABC):
         """Remove matching items (all without filters); return how many."""
         return self._delete_where(parse_filter(filters))
 
+    def search(self, query: Query, k: int = 10, filters: FilterInput = None) -> list[SearchHit]:
+        """Return the ``k`` matching items most like ``query`` (see :class:`MemoryBackend`)."""
+        where = parse_filter(filters)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k must be a positive integer, got {k!r}", field="k", value=k)
+        return self._search(self._query_vector(query), k, where)
+
+    # ------------------------------------------------------------------ embedding & search
+
+    def _vector_dim(self) -> int | None:
+        return self.embedder.dim if self.embedder is not None else self.dim
+
+    def _embed(self, items: list[ContextItem], indexes: list[int]) -> list[ContextItem]:
+        """Embed ``items[i]`` for ``i`` in ``indexes`` in one call; check every vector's size."""
+        dim = self._vector_dim()
+        todo = set(indexes) if self.embedder is not None else set()
+        for index, item in enumerate(items):
+            if index in todo or item.embedding is None or dim is None:
+                continue
+            if item.embedding.shape[0] != dim:
+                raise DimensionMismatchError(
+                    f"item {item.id!r} has a {item.embedding.shape[0]}-dimensional vector; "
+                    f"this backend works in {dim} dimensions",
+                    field="embedding",
+                    value=item.id,
+                )
+        if not todo or self.embedder is None:
+            return items
+        order = sorted(todo)
+        vectors = self.embedder.embed([embedding_text(items[i]) for i in order])
+        result = list(items)
+        for index, vector in zip(order, vectors, strict=True):
+            result[index] = attrs.evolve(items[index], embedding=vector)
+        return result
+
+    def _query_vector(self, query: Query) -> Vector:
+        if isinstance(query, str):
+            if self.embedder is None:
+                raise EmbeddingError(
+                    f"{type(self).__name__} has no embedder to embed a text query; pass a "
+                    "vector, or construct the backend with embedder=..."
+                )
+            vector: Vector = self.embedder.embed([query])[0]
+            return vector
+        try:
+            vector = np.asarray(query, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ValidationError(
+                "query must be a text or a vector of numbers", field="query", value=query
+            ) from None
+        if vector.ndim != 1 or vector.size == 0 or not np.isfinite(vector).all():
+            raise ValidationError(
+                "a query vector must be a non-empty, finite 1-D vector",
+                field="query",
+                value=query,
+            )
+        dim = self._vector_dim()
+        if dim is not None and vector.shape[0] != dim:
+            raise DimensionMismatchError(
+                f"query vector has {vector.shape[0]} dimensions; this backend works in {dim}",
+                field="query",
+                value=vector.shape[0],
+            )
+        normalized: Vector = normalize_rows(vector)[0]
+        return normalized
+
+    def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
+        """Exact search by scanning matching vectors in bounded chunks (backends may override)."""
+        best_ids: list[str] = []
+        best_scores = np.empty(0, dtype=np.float32)
+        for ids, matrix in self._scan_vectors(where, SCAN_CHUNK):
+            if matrix.shape[1] != query.shape[0]:
+                continue
+            scores = normalize_rows(matrix) @ query
+            best_ids, best_scores = _merge_top(best_ids, best_scores, ids, scores, k)
+        return self._hits(best_ids, best_scores)[:k]
+
+    def _scan_vectors(self, where: Filter, chunk: int) -> Iterator[tuple[list[str], Matrix]]:
+        """Yield ``(ids, vectors)`` of matching items with vectors, ``chunk`` rows at a time."""
+        ids: list[str] = []
+        rows: list[Vector] = []
+        for item in self._select(where, Order("id", descending=False), None):
+            if item.embedding is None:
+                continue
+            ids.append(item.id)
+            rows.append(item.embedding)
+            if len(ids) == chunk:
+                yield ids, np.vstack(rows)
+                ids, rows = [], []
+        if ids:
+            yield ids, np.vstack(rows)
+
+    def _hits(self, ids: list[str], scores: npt.NDArray[np.float32]) -> list[SearchHit]:
+        """Fetch the items behind ranked ids and order them by score, then id."""
+        found = self._fetch(ids) if ids else {}
+        hits = [
+            SearchHit(found[item_id], float(score))
+            for item_id, score in zip(ids, scores, strict=True)
+            if item_id in found
+        ]
+        hits.sort(key=lambda hit: (-hit.score, hit.item.id))
+        return hits
+
     def close(self) -> None:  # noqa: B027 - a no-op default that backends with resources override.
         """Release resources; the default backend holds none."""
 
@@ -248,6 +399,46 @@ class BaseBackend(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def embedding_text(item: ContextItem) -> str:
+    """The text an item is embedded by: its text, or its kind and payload when it has none."""
+    if item.text.strip():
+        return item.text
+    return f"{item.kind}: " + " ".join(f"{key} {value}" for key, value in item.payload.items())
+
+
+def _needs_embedding(new: ContextItem, old: ContextItem) -> bool:
+    """Whether an updated item lacks a vector or carries the old one for a new text."""
+    if new.embedding is None:
+        return True
+    if new.text == old.text or old.embedding is None:
+        return False
+    return bool(np.array_equal(new.embedding, old.embedding))
+
+
+def _merge_top(
+    ids: list[str],
+    scores: npt.NDArray[np.float32],
+    new_ids: list[str],
+    new_scores: npt.NDArray[np.float32],
+    k: int,
+) -> tuple[list[str], npt.NDArray[np.float32]]:
+    """Keep the ``k`` best of two scored lists (ties on the boundary resolved by id later)."""
+    all_ids = ids + new_ids
+    all_scores = np.concatenate([scores, new_scores.astype(np.float32)])
+    if len(all_ids) <= k:
+        return all_ids, all_scores
+    keep = np.argpartition(-all_scores, k - 1)[:k]
+    boundary = all_scores[keep].min()
+    # Keep every item tied with the boundary score so the final id tie-break is exact.
+    keep = np.flatnonzero(all_scores >= boundary)
+    if len(keep) > 4 * k:
+        keep = keep[np.argsort(-all_scores[keep], kind="stable")[: 4 * k]]
+    return [all_ids[i] for i in keep], all_scores[keep]
 
 
 # ----------------------------------------------------------------------------- checks

@@ -3,29 +3,47 @@
 A dict keyed by id gives O(1) ``get``/``update``/``delete``; one re-entrant lock makes every
 primitive atomic for threads. Queries scan, which is right for task memory (tens to
 thousands of items) and for tests; persistent tiers belong on the SQL or FAISS backends.
+
+Vectors live in one contiguous, normalized float32 matrix beside the dict, so an exact search
+is a single matrix-vector product at memory bandwidth (numpy's BLAS beats FAISS's flat index
+for one query), followed by a walk down the ranking that applies the filter until ``k``
+matching items are found.
 """
 
 from __future__ import annotations
 
 import heapq
 import threading
+from collections.abc import Callable
 
-from agent_engine.errors import DuplicateItemError, ItemNotFoundError
+import numpy as np
+import numpy.typing as npt
+
+from agent_engine.embeddings import Embedder, normalize_rows
+from agent_engine.errors import DimensionMismatchError, DuplicateItemError, ItemNotFoundError
 from agent_engine.filters import Filter, Order
-from agent_engine.memory.backend import BaseBackend, Capabilities
-from agent_engine.models import ContextItem
+from agent_engine.memory.backend import BaseBackend, Capabilities, SearchHit
+from agent_engine.models import ContextItem, Vector
 
 __all__ = ["InMemoryBackend"]
 
 
 class InMemoryBackend(BaseBackend):
-    """Items in a dict, guarded by a lock; nothing survives the process."""
+    """Items in a dict, guarded by a lock; nothing survives the process.
 
-    capabilities = Capabilities(vector_search=False, persistent=False, atomic_batches=True)
+    ``embedder`` embeds items added without a vector and text queries; without one, search
+    takes vector queries over items that carry vectors (``dim`` fixes their size, otherwise
+    the first vector stored does).
+    """
 
-    def __init__(self) -> None:
+    capabilities = Capabilities(vector_search=True, persistent=False, atomic_batches=True)
+
+    def __init__(self, *, embedder: Embedder | None = None, dim: int | None = None) -> None:
+        self.embedder = embedder
+        self.dim = dim
         self._items: dict[str, ContextItem] = {}
         self._lock = threading.RLock()
+        self._vectors = _VectorIndex()
 
     def __repr__(self) -> str:
         return f"InMemoryBackend(items={len(self._items)})"
@@ -35,8 +53,10 @@ class InMemoryBackend(BaseBackend):
             for item in items:
                 if item.id in self._items:
                     raise DuplicateItemError(item.id)
+            self._check_dims(items)
             for item in items:
                 self._items[item.id] = item
+                self._vectors.put(item.id, item.embedding)
 
     def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
         with self._lock:
@@ -47,14 +67,17 @@ class InMemoryBackend(BaseBackend):
             for item in items:
                 if item.id not in self._items:
                     raise ItemNotFoundError(item.id)
+            self._check_dims(items)
             for item in items:
                 self._items[item.id] = item
+                self._vectors.put(item.id, item.embedding)
 
     def _remove(self, item_ids: list[str]) -> int:
         with self._lock:
             removed = 0
             for item_id in item_ids:
                 if self._items.pop(item_id, None) is not None:
+                    self._vectors.put(item_id, None)
                     removed += 1
             return removed
 
@@ -84,7 +107,32 @@ class InMemoryBackend(BaseBackend):
             doomed = [item.id for item in self._items.values() if where.matches(item)]
             for item_id in doomed:
                 del self._items[item_id]
+                self._vectors.put(item_id, None)
             return len(doomed)
+
+    def _check_dims(self, items: list[ContextItem]) -> None:
+        """Vectors must share one size: the embedder's, ``dim``, or the first one stored."""
+        expected = self._vector_dim() or self._vectors.dim
+        for item in items:
+            if item.embedding is None:
+                continue
+            expected = expected or item.embedding.shape[0]
+            if item.embedding.shape[0] != expected:
+                raise DimensionMismatchError(
+                    f"item {item.id!r} has a {item.embedding.shape[0]}-dimensional vector; "
+                    f"this store holds {expected}-dimensional vectors",
+                    field="embedding",
+                    value=item.id,
+                )
+
+    def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
+        with self._lock:
+            if self._vectors.dim not in (None, query.shape[0]):
+                return []
+            ids, scores = self._vectors.ranked(
+                query, k, lambda item_id: where.matches(self._items[item_id])
+            )
+            return [SearchHit(self._items[i], s) for i, s in zip(ids, scores, strict=True)]
 
 
 def _top(items: list[ContextItem], order: Order, limit: int) -> list[ContextItem]:
@@ -106,3 +154,81 @@ def _top(items: list[ContextItem], order: Order, limit: int) -> list[ContextItem
         if getattr(item, order.field) == boundary and item.id not in chosen_ids
     ]
     return chosen + ties
+
+
+class _VectorIndex:
+    """Normalized vectors in one growable matrix; deletes swap the last row into the hole."""
+
+    def __init__(self) -> None:
+        self.dim: int | None = None
+        self._matrix = np.empty((0, 0), dtype=np.float32)
+        self._size = 0
+        self._row_of: dict[str, int] = {}
+        self._ids: list[str] = []
+
+    def put(self, item_id: str, vector: Vector | None) -> None:
+        """Set (or, with ``None``, drop) the vector of ``item_id``."""
+        row = self._row_of.get(item_id)
+        if vector is None:
+            if row is not None:
+                self._drop(row)
+            return
+        if self.dim is None:
+            self.dim = vector.shape[0]
+            self._matrix = np.empty((64, self.dim), dtype=np.float32)
+        if row is None:
+            if self._size == len(self._matrix):
+                grown = np.empty((2 * len(self._matrix), self.dim), dtype=np.float32)
+                grown[: self._size] = self._matrix[: self._size]
+                self._matrix = grown
+            row = self._size
+            self._size += 1
+            self._row_of[item_id] = row
+            self._ids.append(item_id)
+        self._matrix[row] = normalize_rows(vector)[0]
+
+    def _drop(self, row: int) -> None:
+        last = self._size - 1
+        removed, moved = self._ids[row], self._ids[last]
+        self._matrix[row] = self._matrix[last]
+        self._ids[row] = moved
+        self._row_of[moved] = row
+        self._ids.pop()
+        del self._row_of[removed]
+        self._size = last
+
+    def ranked(
+        self, query: Vector, k: int, accept: Callable[[str], bool]
+    ) -> tuple[list[str], list[float]]:
+        """The ``k`` best accepted ids by score (ties by id), widening the window as needed.
+
+        Most searches finish in the first window of ``4k`` rows; a selective filter widens it
+        fourfold until ``k`` accepted items are found or every row has been seen, so the
+        result is exact either way.
+        """
+        if self._size == 0:
+            return [], []
+        scores: npt.NDArray[np.float32] = self._matrix[: self._size] @ query
+        chosen: list[tuple[float, str]] = []
+        seen: set[int] = set()
+        window = min(self._size, 4 * k)
+        while True:
+            rows = (
+                np.argpartition(-scores, window - 1)[:window]
+                if window < self._size
+                else np.arange(self._size)
+            )
+            keys = np.array([self._ids[r] for r in rows])
+            for row in rows[np.lexsort((keys, -scores[rows]))]:
+                if int(row) in seen:
+                    continue
+                seen.add(int(row))
+                if accept(self._ids[row]):
+                    chosen.append((float(scores[row]), self._ids[row]))
+            chosen.sort(key=lambda pair: (-pair[0], pair[1]))
+            floor = float(scores[rows].min())
+            if window >= self._size or (len(chosen) >= k and chosen[k - 1][0] > floor):
+                break
+            window = min(self._size, window * 4)
+        top = chosen[:k]
+        return [item_id for _, item_id in top], [score for score, _ in top]

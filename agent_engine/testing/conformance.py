@@ -1,12 +1,13 @@
 """The backend conformance suite: one set of tests every ``MemoryBackend`` must pass unchanged.
 
 Subclass :class:`BackendConformance` in a test module and override the ``backend`` fixture so
-it yields an empty backend and cleans up afterwards::
+it yields an empty backend, built with the suite's ``embedder`` fixture, and cleans up
+afterwards::
 
     class TestMyBackend(BackendConformance):
         @pytest.fixture
-        def backend(self):
-            with MyBackend(...) as backend:
+        def backend(self, embedder):
+            with MyBackend(..., embedder=embedder) as backend:
                 yield backend
 
 Each test's docstring says what behaviour it checks and, where useful, what to look at when
@@ -27,7 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_engine.embeddings import Embedder, HashingEmbedder
 from agent_engine.errors import (
+    DimensionMismatchError,
     DuplicateItemError,
     FilterError,
     ItemNotFoundError,
@@ -39,6 +42,7 @@ from agent_engine.models import ContextItem, Status, Tier
 __all__ = ["BackendConformance", "make_item"]
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
+EMBED_DIM = 64
 
 
 def make_item(n: int, **fields: Any) -> ContextItem:
@@ -64,15 +68,18 @@ def make_item(n: int, **fields: Any) -> ContextItem:
     return ContextItem(**defaults)
 
 
-def _same(a: ContextItem | None, b: ContextItem | None) -> bool:
-    """Equality including the embedding (which attrs equality skips)."""
-    if a is None or b is None:
-        return a is b
-    if a != b:
+def _same(got: ContextItem | None, expected: ContextItem | None) -> bool:
+    """Equality, including the vector when ``expected`` brings one (attrs equality skips it).
+
+    An expected item without a vector matches whatever vector the backend's embedder gave.
+    """
+    if got is None or expected is None:
+        return got is expected
+    if got != expected:
         return False
-    if a.embedding is None or b.embedding is None:
-        return a.embedding is b.embedding
-    return bool(np.array_equal(a.embedding, b.embedding))
+    if expected.embedding is None:
+        return True
+    return got.embedding is not None and bool(np.array_equal(got.embedding, expected.embedding))
 
 
 def _ids(items: list[ContextItem]) -> list[str]:
@@ -83,8 +90,13 @@ class BackendConformance:
     """Tests every :class:`~agent_engine.memory.backend.MemoryBackend` must pass."""
 
     @pytest.fixture
-    def backend(self) -> Iterator[MemoryBackend]:
-        """Yield an empty backend; subclasses must override this."""
+    def embedder(self) -> Embedder:
+        """The embedder backends under test are built with (small and deterministic)."""
+        return HashingEmbedder(dim=EMBED_DIM)
+
+    @pytest.fixture
+    def backend(self, embedder: Embedder) -> Iterator[MemoryBackend]:
+        """Yield an empty backend built with ``embedder``; subclasses must override this."""
         raise NotImplementedError("override the `backend` fixture in your conformance subclass")
 
     @pytest.fixture
@@ -108,7 +120,7 @@ class BackendConformance:
 
     def test_add_then_get_round_trips_every_field(self, backend: MemoryBackend) -> None:
         """What goes in comes back equal, field for field (check the row conversion if not)."""
-        item = make_item(3, embedding=[0.25, -1.5, 3.0], provenance=None)
+        item = make_item(3, embedding=np.linspace(-1.0, 1.0, EMBED_DIM), provenance=None)
         backend.add(item)
         got = backend.get(item.id)
         assert _same(got, item)
@@ -573,6 +585,139 @@ class BackendConformance:
             thread.join()
         assert sorted(outcomes) == ["dup"] * 5 + ["ok"]
         assert backend.count() == 1
+
+    # ------------------------------------------------------------------ search
+
+    @pytest.fixture
+    def corpus(self, backend: MemoryBackend) -> MemoryBackend:
+        """Items about distinct topics in two namespaces, embedded by the backend."""
+        topics = [
+            "postgres database migrations with alembic",
+            "sqlite file locking and busy timeouts",
+            "react component styling with css modules",
+            "kubernetes pod autoscaling on cpu load",
+            "unit tests with pytest fixtures and parametrize",
+            "vector search with faiss flat and hnsw indexes",
+        ]
+        items = [
+            make_item(n, text=f"{topic} note {n}", namespace=f"ns-{n % 2}")
+            for n, topic in enumerate(topics * 4)
+        ]
+        for item in items:
+            assert item.embedding is None
+        backend.add_many(items)
+        return backend
+
+    def test_added_items_are_embedded(self, corpus: MemoryBackend, embedder: Embedder) -> None:
+        """Items added without a vector get the embedder's vector for their text."""
+        item = corpus.get("item-00001")
+        assert item is not None
+        assert item.embedding is not None
+        assert item.embedding.shape == (embedder.dim,)
+        expected = embedder.embed([item.text])[0]
+        assert np.allclose(item.embedding, expected, atol=1e-6)
+
+    def test_given_vectors_are_kept(self, backend: MemoryBackend) -> None:
+        """An item that brings a vector of the right size is stored with that vector."""
+        vector = np.linspace(0.0, 1.0, EMBED_DIM, dtype=np.float32)
+        backend.add(make_item(1, embedding=vector))
+        got = backend.get("item-00001")
+        assert got is not None
+        assert got.embedding is not None
+        assert np.array_equal(got.embedding, vector)
+
+    def test_wrong_dimension_is_refused(self, filled: MemoryBackend) -> None:
+        """A vector of another size is a DimensionMismatchError, and nothing of the batch lands."""
+        batch = [make_item(100), make_item(101, embedding=[1.0, 2.0, 3.0])]
+        with pytest.raises(DimensionMismatchError):
+            filled.add_many(batch)
+        assert filled.get("item-00100") is None
+        with pytest.raises(DimensionMismatchError):
+            filled.update(make_item(1, embedding=[1.0, 2.0]))
+        with pytest.raises(DimensionMismatchError):
+            filled.search([1.0, 2.0])
+        assert filled.count() == 30
+
+    def test_text_search_ranks_the_matching_topic_first(self, corpus: MemoryBackend) -> None:
+        """The best hit for a topic's wording is an item on that topic, scores descending."""
+        hits = corpus.search("faiss hnsw vector search indexes", k=4)
+        assert len(hits) == 4
+        assert all("faiss" in hit.item.text for hit in hits)
+        scores = [hit.score for hit in hits]
+        assert scores == sorted(scores, reverse=True)
+        assert all(-1.0001 <= score <= 1.0001 for score in scores)
+
+    def test_search_matches_brute_force(self, corpus: MemoryBackend, embedder: Embedder) -> None:
+        """Scores are exact cosine similarities and the ranking equals a brute-force one."""
+        query = "database locking and migrations"
+        everything = corpus.list_all()
+        vectors = embedder.embed([item.text for item in everything])
+        scores = vectors @ embedder.embed([query])[0]
+        expected = sorted(
+            zip(scores, (i.id for i in everything), strict=True), key=lambda p: (-p[0], p[1])
+        )
+        hits = corpus.search(query, k=7)
+        assert [hit.item.id for hit in hits] == [item_id for _, item_id in expected[:7]]
+        assert np.allclose([hit.score for hit in hits], [s for s, _ in expected[:7]], atol=1e-5)
+
+    def test_filters_apply_before_top_k(self, corpus: MemoryBackend) -> None:
+        """A scoped search returns only matching items, and k of them when k exist."""
+        hits = corpus.search("faiss vector search", k=5, filters={"namespace": "ns-1"})
+        assert len(hits) == 5
+        assert {hit.item.namespace for hit in hits} == {"ns-1"}
+        few = corpus.search("faiss", k=10, filters={"namespace": "ns-0", "kind": "note"})
+        assert {hit.item.namespace for hit in few} == {"ns-0"}
+        assert len(few) == corpus.count({"namespace": "ns-0", "kind": "note"})
+
+    def test_selective_filter_still_finds_k(self, backend: MemoryBackend) -> None:
+        """When the best matches all sit outside the filter, search still returns k matches."""
+        backend.add_many(
+            make_item(n, text="alpha beta gamma", namespace="crowd") for n in range(200)
+        )
+        backend.add_many(
+            make_item(n, text=f"unrelated words {n}", namespace="rare") for n in range(200, 205)
+        )
+        hits = backend.search("alpha beta gamma", k=3, filters={"namespace": "rare"})
+        assert len(hits) == 3
+        assert {hit.item.namespace for hit in hits} == {"rare"}
+
+    def test_vector_query(self, corpus: MemoryBackend) -> None:
+        """A vector query finds the item whose vector it is, with score ~1."""
+        target = corpus.get("item-00004")
+        assert target is not None
+        assert target.embedding is not None
+        hits = corpus.search(target.embedding * 3.0, k=1)
+        assert hits[0].item.id == target.id
+        assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+    def test_delete_and_update_show_in_search_at_once(self, corpus: MemoryBackend) -> None:
+        """A deleted item is never returned; an item whose text changed ranks by its new text."""
+        best = corpus.search("kubernetes pod autoscaling", k=1)[0].item
+        corpus.delete(best.id)
+        assert best.id not in {h.item.id for h in corpus.search("kubernetes pod autoscaling", k=30)}
+        other = corpus.get("item-00000")
+        assert other is not None
+        corpus.update(attrs.evolve(other, text="quantum chromodynamics lattice gluons"))
+        hits = corpus.search("quantum chromodynamics lattice gluons", k=1)
+        assert hits[0].item.id == "item-00000"
+        assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+    def test_search_on_empty_and_no_match(self, backend: MemoryBackend) -> None:
+        """Nothing stored, or nothing matching, gives an empty list."""
+        assert backend.search("anything", k=3) == []
+        backend.add(make_item(1))
+        assert backend.search("anything", k=3, filters={"namespace": "nowhere"}) == []
+
+    @pytest.mark.parametrize("k", [0, -1, 2.5, True])
+    def test_bad_k_is_refused(self, corpus: MemoryBackend, k: Any) -> None:
+        """The number of results must be a positive integer."""
+        with pytest.raises(ValidationError):
+            corpus.search("x", k=k)
+
+    def test_bad_search_filter_is_refused(self, corpus: MemoryBackend) -> None:
+        """Search speaks the same filter language, with the same errors."""
+        with pytest.raises(FilterError):
+            corpus.search("x", filters={"nope": 1})
 
     # ------------------------------------------------------------------ properties
 

@@ -10,6 +10,6 @@ from agent_engine.testing.conformance import BackendConformance
 
 class TestInMemoryBackend(BackendConformance):
     @pytest.fixture
-    def backend(self):
-        with InMemoryBackend() as backend:
+    def backend(self, embedder):
+        with InMemoryBackend(embedder=embedder) as backend:
             yield backend
