@@ -16,7 +16,9 @@ import hashlib
 import json
 import math
 import re
-import uuid
+import secrets
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar, cast
@@ -28,6 +30,8 @@ import numpy.typing as npt
 from agent_engine.errors import ValidationError
 
 __all__ = [
+    "AuditAction",
+    "AuditEvent",
     "ContextItem",
     "ContextRequest",
     "Provenance",
@@ -37,6 +41,7 @@ __all__ = [
     "Tier",
     "TierShares",
     "fingerprint_text",
+    "new_id",
     "utcnow",
 ]
 
@@ -348,8 +353,22 @@ def _policy(value: object) -> str:
     return _identifier("policy", value)
 
 
-def _new_id() -> str:
-    return uuid.uuid4().hex
+_id_lock = threading.Lock()
+_last_id_ns = 0
+
+
+def new_id() -> str:
+    """Return a unique id that sorts by creation time (26 hex characters).
+
+    Nanosecond time, forced monotonic within the process, then 40 random bits: ids made in
+    one process sort in the order they were made (a task's timeline keeps its order even when
+    two steps share a timestamp), and ids from different processes do not collide.
+    """
+    global _last_id_ns  # noqa: PLW0603 - one process-wide clock is the point
+    with _id_lock:
+        now = max(time.time_ns(), _last_id_ns + 1)
+        _last_id_ns = now
+    return f"{now:016x}{secrets.token_hex(5)}"
 
 
 # ----------------------------------------------------------------------------- models
@@ -405,7 +424,7 @@ class ContextItem:
     @classmethod
     def create(cls, kind: str, text: str = "", **fields: Any) -> ContextItem:
         """Build an item with a fresh random id (the usual way to make a new memory)."""
-        return cls(id=fields.pop("id", None) or _new_id(), kind=kind, text=text, **fields)
+        return cls(id=fields.pop("id", None) or new_id(), kind=kind, text=text, **fields)
 
     @property
     def pinned(self) -> bool:
@@ -489,3 +508,50 @@ class ContextRequest:
         validator=attrs.validators.optional(attrs.validators.instance_of(TierShares)),
     )
     policy: str = attrs.field(default="hybrid", converter=_policy)
+
+
+class AuditAction(enum.StrEnum):
+    """What a mutation did, as recorded in the audit log."""
+
+    ADD = "add"
+    UPDATE = "update"
+    DELETE = "delete"
+    PROMOTE = "promote"
+    EVICT = "evict"
+    CLEAR = "clear"
+    PIN = "pin"
+    UNPIN = "unpin"
+    ABORT = "abort"
+    """The mutation announced by the event named in ``detail["intent"]`` did not happen."""
+
+
+def _action(value: object) -> AuditAction:
+    return _enum("action", AuditAction, value)
+
+
+def _item_ids(value: Iterable[str]) -> tuple[str, ...]:
+    ids = tuple(value)
+    if not all(isinstance(item_id, str) for item_id in ids):
+        raise ValidationError("item_ids must be strings", field="item_ids", value=value)
+    return ids
+
+
+def _at(value: object) -> datetime:
+    return _aware("at", value)
+
+
+@attrs.frozen
+class AuditEvent:
+    """One journal entry: written *before* the mutation it describes (journal-first).
+
+    If the mutation then fails, an :attr:`AuditAction.ABORT` event naming this one follows,
+    so the journal never claims a change that did not happen.
+    """
+
+    action: AuditAction = attrs.field(converter=_action)
+    tier: Tier = attrs.field(converter=_tier)
+    namespace: str = attrs.field(converter=_namespace)
+    item_ids: tuple[str, ...] = attrs.field(default=(), converter=_item_ids)
+    detail: dict[str, Any] = attrs.field(factory=dict, converter=_payload)
+    at: datetime = attrs.field(factory=utcnow, converter=_at)
+    id: str = attrs.field(factory=new_id, converter=_id)

@@ -27,6 +27,7 @@ from agent_engine.errors import (
     ValidationError,
 )
 from agent_engine.filters import Filter, FilterInput, Order, parse_filter, parse_order
+from agent_engine.memory.audit import AuditStore, InMemoryAuditStore
 from agent_engine.models import ContextItem, Vector
 
 __all__ = ["BaseBackend", "Capabilities", "MemoryBackend", "Query", "SearchHit"]
@@ -86,6 +87,11 @@ class MemoryBackend(Protocol):
     @property
     def capabilities(self) -> Capabilities:
         """What this backend supports beyond the core contract."""
+        ...
+
+    @property
+    def audit(self) -> AuditStore:
+        """The journal of mutations made through tier stores on this backend."""
         ...
 
     def add(self, item: ContextItem) -> None:
@@ -169,6 +175,14 @@ class BaseBackend(abc.ABC):
     """Embeds items that arrive without a vector, and text queries. ``None``: vectors only."""
     dim: int | None = None
     """The vector dimension when there is no embedder (``None``: not fixed)."""
+    _audit_store: AuditStore | None = None
+
+    @property
+    def audit(self) -> AuditStore:
+        """The journal kept with this backend (in memory unless the backend persists one)."""
+        if self._audit_store is None:
+            self._audit_store = InMemoryAuditStore()
+        return self._audit_store
 
     # ------------------------------------------------------------------ primitives
 

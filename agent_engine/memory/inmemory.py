@@ -22,6 +22,7 @@ import numpy.typing as npt
 from agent_engine.embeddings import Embedder, normalize_rows
 from agent_engine.errors import DimensionMismatchError, DuplicateItemError, ItemNotFoundError
 from agent_engine.filters import Filter, Order
+from agent_engine.memory.audit import InMemoryAuditStore
 from agent_engine.memory.backend import BaseBackend, Capabilities, SearchHit
 from agent_engine.models import ContextItem, Vector
 
@@ -44,6 +45,7 @@ class InMemoryBackend(BaseBackend):
         self._items: dict[str, ContextItem] = {}
         self._lock = threading.RLock()
         self._vectors = _VectorIndex()
+        self._audit_store = InMemoryAuditStore()
 
     def __repr__(self) -> str:
         return f"InMemoryBackend(items={len(self._items)})"

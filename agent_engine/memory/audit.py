@@ -1,0 +1,119 @@
+"""Where audit events are kept: beside the items, in the same backend.
+
+Every backend exposes an ``audit`` store. Keeping the journal in the backend (a table for SQL)
+means it survives exactly as long as the memory it describes and is shared by every process
+that shares the memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from agent_engine.errors import ValidationError
+from agent_engine.models import AuditAction, AuditEvent
+
+__all__ = ["AuditStore", "InMemoryAuditStore"]
+
+
+@runtime_checkable
+class AuditStore(Protocol):
+    """**Protocol:** an append-only journal of :class:`~agent_engine.models.AuditEvent`.
+
+    ``events`` returns newest first, filtered by namespace, time window (``since`` inclusive,
+    ``until`` exclusive) and actions. ``trim`` drops the oldest events so at most
+    ``keep_latest`` remain and none is older than ``older_than``; it returns how many went.
+    """
+
+    def append(self, event: AuditEvent) -> None:
+        """Add one event to the journal."""
+        ...
+
+    def events(
+        self,
+        *,
+        namespace: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        actions: Iterable[AuditAction] | None = None,
+        limit: int | None = 100,
+    ) -> list[AuditEvent]:
+        """Return matching events, newest first."""
+        ...
+
+    def count(self, *, namespace: str | None = None) -> int:
+        """Count events (in one namespace, or all)."""
+        ...
+
+    def trim(self, *, keep_latest: int | None = None, older_than: datetime | None = None) -> int:
+        """Drop the oldest events beyond ``keep_latest`` or before ``older_than``."""
+        ...
+
+
+def check_window(since: datetime | None, until: datetime | None, limit: int | None) -> None:
+    """Validate the arguments of ``events`` (shared by every audit store)."""
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and (not isinstance(value, datetime) or value.utcoffset() is None):
+            raise ValidationError(f"{name} must be an aware datetime", field=name, value=value)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValidationError(f"limit must be a non-negative integer, got {limit!r}", field="limit")
+
+
+class InMemoryAuditStore:
+    """A list guarded by a lock; events are kept in append order."""
+
+    def __init__(self) -> None:
+        self._events: list[AuditEvent] = []
+        self._lock = threading.Lock()
+
+    def append(self, event: AuditEvent) -> None:
+        """Add one event to the journal."""
+        if not isinstance(event, AuditEvent):
+            raise ValidationError(f"expected AuditEvent, got {type(event).__name__}", value=event)
+        with self._lock:
+            self._events.append(event)
+
+    def events(
+        self,
+        *,
+        namespace: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        actions: Iterable[AuditAction] | None = None,
+        limit: int | None = 100,
+    ) -> list[AuditEvent]:
+        """Return matching events, newest first (ties by id, newest id first)."""
+        check_window(since, until, limit)
+        wanted = None if actions is None else {AuditAction(a) for a in actions}
+        with self._lock:
+            snapshot = list(self._events)
+        found = [
+            event
+            for event in snapshot
+            if (namespace is None or event.namespace == namespace)
+            and (since is None or event.at >= since)
+            and (until is None or event.at < until)
+            and (wanted is None or event.action in wanted)
+        ]
+        found.sort(key=lambda event: (event.at, event.id), reverse=True)
+        return found if limit is None else found[:limit]
+
+    def count(self, *, namespace: str | None = None) -> int:
+        """Count events (in one namespace, or all)."""
+        with self._lock:
+            return sum(1 for e in self._events if namespace is None or e.namespace == namespace)
+
+    def trim(self, *, keep_latest: int | None = None, older_than: datetime | None = None) -> int:
+        """Drop the oldest events beyond ``keep_latest`` or before ``older_than``."""
+        check_window(older_than, None, keep_latest)
+        with self._lock:
+            ordered = sorted(self._events, key=lambda event: (event.at, event.id))
+            if older_than is not None:
+                ordered = [event for event in ordered if event.at >= older_than]
+            if keep_latest is not None:
+                ordered = ordered[len(ordered) - keep_latest :] if keep_latest else []
+            removed = len(self._events) - len(ordered)
+            self._events = ordered
+            return removed

@@ -1,0 +1,1 @@
+"""The three memory tiers over any backend, promotion between them, and their audit log."""

@@ -1,0 +1,166 @@
+"""Project memory: what a project has learned, kept for the project's life.
+
+Decisions, conventions, failures with their lessons, patterns and project-level preferences
+(seed 002 section 3). Isolated per project: one backend can hold every project, and a store
+for project A never sees B. Over ``max_items`` it evicts through a pluggable policy in one
+batched delete, never touching pinned items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from agent_engine.errors import ValidationError
+from agent_engine.memory.backend import MemoryBackend
+from agent_engine.models import AuditAction, ContextItem, Tier, utcnow
+from agent_engine.tiers.audit import AuditLog
+from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
+
+__all__ = ["ProjectMemoryStore", "project_namespace"]
+
+
+def project_namespace(project_id: str) -> str:
+    """The namespace of a project's memory."""
+    return f"project:{project_id}"
+
+
+class ProjectMemoryStore(TierStore):
+    """Memory of one project; ``max_items=None`` disables eviction."""
+
+    tier = Tier.PROJECT
+
+    def __init__(
+        self,
+        project_id: str,
+        backend: MemoryBackend,
+        *,
+        max_items: int | None = 1000,
+        eviction: EvictionPolicy | None = None,
+        audit: AuditLog | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        if max_items is not None and (isinstance(max_items, bool) or max_items < 1):
+            raise ValidationError(
+                f"max_items must be a positive integer or None, got {max_items!r}",
+                field="max_items",
+                value=max_items,
+            )
+        self.project_id = project_id
+        self.max_items = max_items
+        self.eviction = eviction if eviction is not None else LowestImportanceOldest()
+        super().__init__(backend, project_namespace(project_id), audit=audit, clock=clock)
+
+    def add_decision(
+        self,
+        decision: str,
+        *,
+        tags: Iterable[str] = (),
+        rationale: str = "",
+        importance: float = 0.9,
+    ) -> ContextItem:
+        """Record a design decision (and, optionally, why it was made)."""
+        text = f"{decision} (why: {rationale})" if rationale else decision
+        payload = {"decision": decision, **({"rationale": rationale} if rationale else {})}
+        return self.add(
+            self.new_item(
+                "decision", text, importance=importance, tags=("decision", *tags), payload=payload
+            )
+        )
+
+    def add_convention(
+        self, convention: str, scope: str = "project", *, importance: float = 0.8
+    ) -> ContextItem:
+        """Record a convention and what it applies to (``scope``: a language, a folder, ...)."""
+        return self.add(
+            self.new_item(
+                "convention",
+                convention,
+                importance=importance,
+                tags=("convention", scope),
+                payload={"convention": convention, "scope": scope},
+            )
+        )
+
+    def add_failure(
+        self,
+        failure: str | Mapping[str, Any],
+        lesson: str,
+        *,
+        tags: Iterable[str] = (),
+        importance: float = 0.85,
+    ) -> ContextItem:
+        """Record a failure and the lesson learned from it (``failure`` may be structured)."""
+        summary = failure if isinstance(failure, str) else str(failure.get("message", failure))
+        return self.add(
+            self.new_item(
+                "failure",
+                f"{summary} Lesson: {lesson}",
+                importance=importance,
+                tags=("failure", *tags),
+                payload={"failure": failure, "lesson": lesson},
+            )
+        )
+
+    def add_pattern(
+        self, pattern: str, domain: str = "general", *, importance: float = 0.7
+    ) -> ContextItem:
+        """Record a reusable pattern of this project."""
+        return self.add(
+            self.new_item(
+                "pattern",
+                pattern,
+                importance=importance,
+                tags=("pattern", domain),
+                payload={"pattern": pattern, "domain": domain},
+            )
+        )
+
+    def add_preference(
+        self, preference: str, category: str = "general", *, importance: float = 0.8
+    ) -> ContextItem:
+        """Record a preference that holds for this project only."""
+        return self.add(
+            self.new_item(
+                "preference",
+                preference,
+                importance=importance,
+                tags=("preference", category),
+                payload={"preference": preference, "category": category},
+            )
+        )
+
+    def query_decisions(
+        self, tags: Iterable[str] | None = None, limit: int | None = 100
+    ) -> list[ContextItem]:
+        """Decisions, newest first, optionally having any of ``tags``."""
+        filters: dict[str, Any] = {"kind": "decision"}
+        wanted = list(tags or ())
+        if wanted:
+            filters["tags"] = wanted
+        return self.query(filters, limit=limit)
+
+    def evict(self) -> int:
+        """Apply the eviction policy now; return how many items were evicted."""
+        if self.max_items is None:
+            return 0
+        count = self.count()
+        if count <= self.max_items:
+            return 0
+        victims = self.eviction.select(self, count, self.max_items)
+        evicted = self.delete_many(victims, action=AuditAction.EVICT)
+        if count - evicted > self.max_items:
+            self._log.warning(
+                "eviction_short",
+                count=count - evicted,
+                max_items=self.max_items,
+                reason="pinned items are never evicted",
+            )
+        else:
+            self._log.info("evicted", count=evicted, max_items=self.max_items)
+        return evicted
+
+    def _after_add(self) -> None:
+        self.evict()

@@ -1,0 +1,116 @@
+"""Task memory: one task's instructions, reasoning, tool outputs and stage outputs.
+
+Ephemeral by design (seed 002 section 2): it lives while the task runs and is cleared when the
+task reaches a terminal state, or earlier when an executor knows it will not retry. Anything
+worth keeping must be promoted to project memory first (see :mod:`agent_engine.tiers.promotion`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.models import ContextItem, Task, TaskState, Tier, utcnow
+from agent_engine.tiers.audit import AuditLog
+from agent_engine.tiers.base import TierStore
+
+__all__ = ["TaskMemoryStore", "task_namespace"]
+
+
+def task_namespace(task_id: str) -> str:
+    """The namespace of a task's memory."""
+    return f"task:{task_id}"
+
+
+def _as_text(value: Any) -> str:
+    return (
+        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    )
+
+
+class TaskMemoryStore(TierStore):
+    """Memory of one task. Without a backend it keeps items in memory (the seed's default)."""
+
+    tier = Tier.TASK
+
+    def __init__(
+        self,
+        task: Task | str,
+        backend: MemoryBackend | None = None,
+        *,
+        audit: AuditLog | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.task_id = task.id if isinstance(task, Task) else task
+        super().__init__(
+            backend if backend is not None else InMemoryBackend(),
+            task_namespace(self.task_id),
+            audit=audit,
+            clock=clock,
+        )
+
+    def add_instruction(self, text: str, *, importance: float = 1.0) -> ContextItem:
+        """Record the task's instructions: the start of the timeline the assembler keeps (HEAD)."""
+        return self.add(
+            self.new_item("instruction", text, importance=importance, tags=("task", "instruction"))
+        )
+
+    def add_reasoning(self, text: str, stage_id: str, *, importance: float = 0.5) -> ContextItem:
+        """Record a reasoning step of a stage."""
+        return self.add(
+            self.new_item(
+                "reasoning",
+                text,
+                importance=importance,
+                tags=("task", stage_id),
+                source=self._stage_source(stage_id),
+                payload={"stage_id": stage_id},
+            )
+        )
+
+    def add_tool_output(
+        self, tool_id: str, output: Any, *, stage_id: str | None = None, importance: float = 0.7
+    ) -> ContextItem:
+        """Record a tool's output (any JSON value); its text is what ranking sees."""
+        return self.add(
+            self.new_item(
+                "tool_output",
+                f"{tool_id}: {_as_text(output)}",
+                importance=importance,
+                tags=("task", "tool", tool_id),
+                source=self._stage_source(stage_id) if stage_id else None,
+                payload={"tool_id": tool_id, "output": output},
+            )
+        )
+
+    def add_stage_output(
+        self, stage_id: str, output: Any, *, importance: float = 0.6
+    ) -> ContextItem:
+        """Record what a stage produced."""
+        return self.add(
+            self.new_item(
+                "stage_output",
+                _as_text(output),
+                importance=importance,
+                tags=("task", stage_id),
+                source=self._stage_source(stage_id),
+                payload={"stage_id": stage_id, "output": output},
+            )
+        )
+
+    def get_stage_outputs(self, stage_id: str) -> list[ContextItem]:
+        """Everything recorded for a stage, in the order it happened."""
+        return self.query(
+            {"source": self._stage_source(stage_id)}, limit=None, order_by="-timestamp"
+        )
+
+    def on_state(self, state: TaskState) -> int:
+        """Apply the task lifecycle: a terminal state clears the memory; returns items removed."""
+        return self.clear() if TaskState(state).terminal else 0
+
+    def _stage_source(self, stage_id: str) -> str:
+        return f"task/{self.task_id}/{stage_id}"

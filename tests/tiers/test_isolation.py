@@ -1,0 +1,122 @@
+"""Isolation attacks: a store must never reach another namespace, whatever it is given."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from agent_engine import ItemNotFoundError, ValidationError
+from agent_engine.tiers.global_ import GlobalMemoryStore
+from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.task import TaskMemoryStore
+
+
+@pytest.fixture
+def stores(backend, clock):
+    a = ProjectMemoryStore("alpha", backend, clock=clock)
+    b = ProjectMemoryStore("beta", backend, clock=clock)
+    a_item = a.add_decision("Alpha uses PostgreSQL for everything", tags=["db"])
+    b_item = b.add_decision("Beta secret: the launch code is 0000", tags=["db"])
+    return a, b, a_item, b_item
+
+
+class TestProjectIsolation:
+    def test_reads_see_only_own_items(self, stores):
+        """get, get_many, query, count, list_all and search stay inside the namespace."""
+        a, _, a_item, b_item = stores
+        assert a.get(b_item.id) is None
+        assert a.get_many([a_item.id, b_item.id]) == [a.get(a_item.id)]
+        assert [i.id for i in a.list_all()] == [a_item.id]
+        assert a.count() == 1
+        assert all(
+            hit.item.namespace == a.namespace for hit in a.search("launch code secret", k=10)
+        )
+
+    @pytest.mark.parametrize(
+        "filters",
+        [
+            {"namespace": "project:beta"},
+            {"namespace": {"$in": ["project:alpha", "project:beta"]}},
+            {"namespace": {"$ne": "project:alpha"}},
+            {"tier": "global"},
+            {"id": {"$in": []}},
+        ],
+    )
+    def test_filters_naming_the_scope_are_intersected(self, stores, filters):
+        """A filter that names another namespace or tier matches nothing of theirs."""
+        a, _, a_item, _ = stores
+        found = {item.id for item in a.query(filters, limit=None)}
+        assert found <= {a_item.id}
+        assert a.count(filters) == len(found)
+        assert {hit.item.id for hit in a.search("launch code", k=5, filters=filters)} <= {a_item.id}
+
+    def test_foreign_ids_are_not_found_for_writes(self, stores):
+        """update, delete, pin and unpin of another project's id fail as not found."""
+        a, b, _, b_item = stores
+        hijacked = attrs.evolve(b_item, namespace=a.namespace, text="overwritten by alpha")
+        with pytest.raises(ItemNotFoundError):
+            a.update(hijacked)
+        assert a.delete(b_item.id) is False
+        assert a.delete_many([b_item.id]) == 0
+        with pytest.raises(ItemNotFoundError):
+            a.pin(b_item.id)
+        with pytest.raises(ItemNotFoundError):
+            a.unpin(b_item.id)
+        assert b.get(b_item.id) == b_item
+
+    def test_items_built_for_another_scope_are_refused(self, stores):
+        """Adding or updating with an item of another namespace or tier is a ValidationError."""
+        a, b, a_item, b_item = stores
+        with pytest.raises(ValidationError):
+            a.add(b.new_item("decision", "smuggled"))
+        with pytest.raises(ValidationError):
+            a.update(b_item)
+        with pytest.raises(ValidationError):
+            a.add(attrs.evolve(a.new_item("note", "x"), tier="global"))
+        assert b.count() == 1
+        assert a.get(a_item.id) == a_item
+
+    def test_clear_is_scoped(self, stores):
+        """Clearing one project leaves the other untouched."""
+        a, b, _, b_item = stores
+        assert a.clear() == 1
+        assert b.list_all() == [b_item]
+
+    def test_ids_do_not_leak_existence_through_get(self, stores):
+        """A foreign id reads exactly like a missing one."""
+        a, _, _, b_item = stores
+        with pytest.raises(ItemNotFoundError) as foreign:
+            a.require(b_item.id)
+        with pytest.raises(ItemNotFoundError) as missing:
+            a.require("no-such-id")
+        assert foreign.value.namespace == missing.value.namespace == a.namespace
+
+
+class TestOtherTiers:
+    def test_tasks_are_isolated(self, backend, clock):
+        """Two tasks on one backend see only their own steps, and clearing one keeps the other."""
+        t1 = TaskMemoryStore("t1", backend, clock=clock)
+        t2 = TaskMemoryStore("t2", backend, clock=clock)
+        t1.add_reasoning("t1 thinks", "plan")
+        kept = t2.add_reasoning("t2 thinks", "plan")
+        assert [i.text for i in t1.timeline()] == ["t1 thinks"]
+        t1.clear()
+        assert t2.timeline() == [kept]
+
+    def test_users_are_isolated(self, backend, clock):
+        """Two users' global memories do not mix."""
+        u1 = GlobalMemoryStore(backend, "u1", allow_unconfirmed=True, clock=clock)
+        u2 = GlobalMemoryStore(backend, "u2", allow_unconfirmed=True, clock=clock)
+        u1.add_preference("Answer in French", "language")
+        assert u2.query_preferences() == []
+        assert u2.count({"namespace": "global:u1"}) == 0
+
+    def test_tiers_do_not_mix_on_one_backend(self, backend, clock):
+        """A project store never returns task or global items stored in the same backend."""
+        project = ProjectMemoryStore("p", backend, clock=clock)
+        TaskMemoryStore("p", backend, clock=clock).add_reasoning("task step", "s")
+        GlobalMemoryStore(backend, "p", allow_unconfirmed=True, clock=clock).add_pattern(
+            "global pattern"
+        )
+        assert project.count() == 0
+        assert project.search("task step global pattern", k=5) == []
