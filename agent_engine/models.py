@@ -273,6 +273,10 @@ def _kind(value: object) -> str:
     return _identifier("kind", value)
 
 
+def _session(value: object) -> str:
+    return _string("session", value)
+
+
 def _text(value: object) -> str:
     return _string("text", value)
 
@@ -392,6 +396,9 @@ class ContextItem:
     ``text`` is what retrieval ranks and what the prompt shows; ``payload`` carries structured
     fields (JSON-safe, copied on construction) that renderers include. ``namespace`` is the
     scope key the tier stores isolate on (``task:<id>``, ``project:<id>``, ``global:<user>``).
+    ``source`` says who or what produced the item (a speaker, a tool, a stage) and ``session``
+    which episode it belongs to (a conversation session, a task run): retrieval treats items
+    of one session as a sequence, so an item's neighbours can lend it relevance.
     ``fingerprint`` is derived from the normalized text (or, without text, the payload) and
     is how duplicates are recognised; it is never passed in.
     """
@@ -402,6 +409,7 @@ class ContextItem:
     tier: Tier = attrs.field(default=Tier.PROJECT, converter=_tier)
     namespace: str = attrs.field(default="default", converter=_namespace)
     source: str = attrs.field(default="", converter=_source)
+    session: str = attrs.field(default="", converter=_session)
     timestamp: datetime = attrs.field(factory=utcnow, converter=_timestamp)
     tags: tuple[str, ...] = attrs.field(default=(), converter=_tags)
     importance: float = attrs.field(default=0.5, converter=_importance)

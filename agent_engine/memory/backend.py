@@ -10,7 +10,9 @@ raises the same errors and differs only in how it stores. The conformance suite 
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
@@ -26,9 +28,10 @@ from agent_engine.errors import (
     ItemNotFoundError,
     ValidationError,
 )
-from agent_engine.filters import Filter, FilterInput, Order, parse_filter, parse_order
+from agent_engine.filters import Filter, FilterInput, Op, Order, parse_filter, parse_order
 from agent_engine.memory.audit import AuditStore, InMemoryAuditStore
-from agent_engine.models import ContextItem, Vector
+from agent_engine.models import ContextItem, Tier, Vector
+from agent_engine.retrieval.bm25 import LexicalIndex
 
 __all__ = ["BaseBackend", "Capabilities", "MemoryBackend", "Query", "SearchHit"]
 
@@ -156,6 +159,20 @@ class MemoryBackend(Protocol):
         """
         ...
 
+    def lexical_search(
+        self, query: str, k: int = 10, filters: FilterInput = None
+    ) -> list[SearchHit]:
+        """Return the ``k`` matching items with the best BM25 score for ``query``, best first."""
+        ...
+
+    def lexical_index(self, filters: FilterInput = None) -> LexicalIndex:
+        """The up-to-date BM25 index of the items in a namespace/tier scope."""
+        ...
+
+    def touch(self, item_ids: Iterable[str], at: datetime) -> int:
+        """Record one access of each item at ``at`` in one write; return how many exist."""
+        ...
+
     def close(self) -> None:
         """Release connections and files; the backend is unusable afterwards."""
         ...
@@ -225,7 +242,9 @@ class BaseBackend(abc.ABC):
         batch = _check_items(items, adding=True)
         if batch:
             missing = [i for i, item in enumerate(batch) if item.embedding is None]
-            self._insert(self._embed(batch, missing))
+            stored = self._embed(batch, missing)
+            self._insert(stored)
+            self._lexical_changed(stored)
 
     def get(self, item_id: str) -> ContextItem | None:
         """Return the item with this id, or ``None``."""
@@ -259,17 +278,23 @@ class BaseBackend(abc.ABC):
             if item.id not in stored:
                 raise ItemNotFoundError(item.id)
         stale = [i for i, item in enumerate(batch) if _needs_embedding(item, stored[item.id])]
-        self._replace(self._embed(batch, stale))
+        replaced = self._embed(batch, stale)
+        self._replace(replaced)
+        self._lexical_changed(replaced)
 
     def delete(self, item_id: str) -> bool:
         """Remove an item; return whether it existed."""
         _check_id(item_id)
-        return self._remove([item_id]) == 1
+        return self.delete_many([item_id]) == 1
 
     def delete_many(self, item_ids: Iterable[str]) -> int:
         """Remove items in one operation; return how many existed."""
         ids = list(dict.fromkeys(_check_ids(item_ids)))
-        return self._remove(ids) if ids else 0
+        if not ids:
+            return 0
+        removed = self._remove(ids)
+        self._lexical_removed(ids)
+        return removed
 
     def query(
         self,
@@ -295,7 +320,128 @@ class BaseBackend(abc.ABC):
 
     def clear(self, filters: FilterInput = None) -> int:
         """Remove matching items (all without filters); return how many."""
-        return self._delete_where(parse_filter(filters))
+        where = parse_filter(filters)
+        removed = self._delete_where(where)
+        self._lexical_cleared(where)
+        return removed
+
+    def touch(self, item_ids: Iterable[str], at: datetime) -> int:
+        """Count one access of each item at ``at`` (one write); return how many exist.
+
+        This is the assembler's access tracking: one call per backend per context build,
+        never one write per item. Backends make it an atomic increment where they can, so
+        concurrent readers do not lose each other's counts.
+        """
+        ids = list(dict.fromkeys(_check_ids(item_ids)))
+        if not isinstance(at, datetime) or at.utcoffset() is None:
+            raise ValidationError("at must be an aware datetime", field="at", value=at)
+        return self._touch(ids, at) if ids else 0
+
+    def _touch(self, item_ids: list[str], at: datetime) -> int:
+        """Default access tracking: read, bump and replace (backends override atomically)."""
+        found = self._fetch(item_ids)
+        bumped = [
+            attrs.evolve(item, access_count=item.access_count + 1, last_accessed_at=at)
+            for item in found.values()
+        ]
+        if bumped:
+            self._replace(bumped)
+        return len(bumped)
+
+    # ------------------------------------------------------------------ lexical search
+
+    def lexical_search(
+        self, query: str, k: int = 10, filters: FilterInput = None
+    ) -> list[SearchHit]:
+        """The ``k`` matching items with the best BM25 score for ``query``, best first.
+
+        The BM25 index covers the namespace/tier scope named in ``filters`` (tier stores always
+        name theirs); any further conditions are applied to the ranked items, widening the
+        window until ``k`` match, so the result is exact.
+        """
+        if not isinstance(query, str):
+            raise ValidationError("a lexical query must be a text", field="query", value=query)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k must be a positive integer, got {k!r}", field="k", value=k)
+        where = parse_filter(filters)
+        key, rest = _split_scope(where)
+        ranked = sorted(
+            self._scope_index(key).scores(query).items(), key=lambda pair: (-pair[1], pair[0])
+        )
+        hits: list[SearchHit] = []
+        window = 4 * k
+        start = 0
+        while start < len(ranked) and len(hits) < k:
+            chunk = ranked[start : start + window]
+            found = self._fetch([item_id for item_id, _ in chunk])
+            for item_id, score in chunk:
+                item = found.get(item_id)
+                if item is not None and rest.matches(item):
+                    hits.append(SearchHit(item, score))
+            start += window
+            window *= 4
+        return hits[:k]
+
+    def lexical_index(self, filters: FilterInput = None) -> LexicalIndex:
+        """The BM25 index of the scope (namespace and tier equalities) of ``filters``.
+
+        Built from the store on first use, then kept current by this backend's own writes;
+        a persistent backend also rebuilds it when its size no longer matches the store's
+        (another process wrote). Only namespace and tier conditions may appear.
+        """
+        key, rest = _split_scope(parse_filter(filters))
+        if rest.conditions:
+            raise ValidationError(
+                "lexical_index takes namespace and tier equalities only",
+                field="filters",
+                value=sorted(rest.fields()),
+            )
+        return self._scope_index(key)
+
+    def _lexical(self) -> _LexicalCache:
+        cache: _LexicalCache | None = self.__dict__.get("_lexical_cache")
+        if cache is None:
+            cache = self.__dict__.setdefault("_lexical_cache", _LexicalCache())
+        return cache
+
+    def _scope_index(self, key: _ScopeKey) -> LexicalIndex:
+        cache = self._lexical()
+        with cache.lock:
+            index = cache.indexes.get(key)
+            stale = index is not None and (
+                self.capabilities.persistent and len(index) != self._count(_scope_filter(key))
+            )
+            if index is None or stale:
+                index = LexicalIndex()
+                index.upsert(self._select(_scope_filter(key), Order("id", descending=False), None))
+                cache.indexes[key] = index
+            return index
+
+    def _lexical_changed(self, items: list[ContextItem]) -> None:
+        cache = self._lexical()
+        with cache.lock:
+            for key, index in cache.indexes.items():
+                inside = [item for item in items if _in_scope(key, item)]
+                index.remove(item.id for item in items if not _in_scope(key, item))
+                index.upsert(inside)
+
+    def _lexical_removed(self, item_ids: list[str]) -> None:
+        cache = self._lexical()
+        with cache.lock:
+            for index in cache.indexes.values():
+                index.remove(item_ids)
+
+    def _lexical_cleared(self, where: Filter) -> None:
+        cleared, rest = _split_scope(where)
+        cache = self._lexical()
+        with cache.lock:
+            for key in list(cache.indexes):
+                if not _scopes_overlap(key, cleared):
+                    continue
+                if not rest.conditions and _covers(cleared, key):
+                    cache.indexes[key] = LexicalIndex()
+                else:
+                    del cache.indexes[key]
 
     def search(self, query: Query, k: int = 10, filters: FilterInput = None) -> list[SearchHit]:
         """Return the ``k`` matching items most like ``query`` (see :class:`MemoryBackend`)."""
@@ -416,6 +562,55 @@ class BaseBackend(abc.ABC):
 
 
 # ----------------------------------------------------------------------------- helpers
+
+_ScopeKey = tuple[str | None, Tier | None]
+
+
+@attrs.define
+class _LexicalCache:
+    indexes: dict[_ScopeKey, LexicalIndex] = attrs.Factory(dict)
+    lock: threading.RLock = attrs.Factory(threading.RLock)
+
+
+def _split_scope(where: Filter) -> tuple[_ScopeKey, Filter]:
+    """Separate the first namespace and tier equalities (the index scope) from the rest."""
+    namespace: str | None = None
+    tier: Tier | None = None
+    rest = []
+    for condition in where.conditions:
+        if condition.op is Op.EQ and condition.field == "namespace" and namespace is None:
+            namespace = condition.value
+        elif condition.op is Op.EQ and condition.field == "tier" and tier is None:
+            tier = condition.value
+        else:
+            rest.append(condition)
+    return (namespace, tier), Filter(tuple(rest))
+
+
+def _scope_filter(key: _ScopeKey) -> Filter:
+    namespace, tier = key
+    document: dict[str, object] = {}
+    if namespace is not None:
+        document["namespace"] = namespace
+    if tier is not None:
+        document["tier"] = tier.value
+    return parse_filter(document)
+
+
+def _in_scope(key: _ScopeKey, item: ContextItem) -> bool:
+    namespace, tier = key
+    return (namespace is None or item.namespace == namespace) and (
+        tier is None or item.tier is tier
+    )
+
+
+def _scopes_overlap(a: _ScopeKey, b: _ScopeKey) -> bool:
+    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
+
+
+def _covers(outer: _ScopeKey, inner: _ScopeKey) -> bool:
+    """Whether every item of scope ``inner`` is inside scope ``outer``."""
+    return all(x is None or x == y for x, y in zip(outer, inner, strict=True))
 
 
 def embedding_text(item: ContextItem) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections.abc import Callable
+from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
@@ -111,6 +112,10 @@ class InMemoryBackend(BaseBackend):
                 del self._items[item_id]
                 self._vectors.put(item_id, None)
             return len(doomed)
+
+    def _touch(self, item_ids: list[str], at: datetime) -> int:
+        with self._lock:
+            return super()._touch(item_ids, at)
 
     def _check_dims(self, items: list[ContextItem]) -> None:
         """Vectors must share one size: the embedder's, ``dim``, or the first one stored."""

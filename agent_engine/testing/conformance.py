@@ -54,6 +54,7 @@ def make_item(n: int, **fields: Any) -> ContextItem:
         "tier": Tier.PROJECT,
         "namespace": f"ns-{n % 2}",
         "source": f"test/{n % 4}",
+        "session": f"s{n % 5}" if n % 4 else "",
         "timestamp": T0 + timedelta(minutes=n),
         "tags": ("even",) if n % 2 == 0 else ("odd", "x"),
         "importance": round((n % 10) / 10, 1),
@@ -321,6 +322,12 @@ class BackendConformance:
         ("filters", "expected"),
         [
             pytest.param({"kind": "note"}, lambda i: i.kind == "note", id="exact"),
+            pytest.param({"session": ""}, lambda i: i.session == "", id="empty-string"),
+            pytest.param(
+                {"session": {"$in": ["s1", "s2"]}},
+                lambda i: i.session in {"s1", "s2"},
+                id="session-in",
+            ),
             pytest.param({"kind": {"$eq": "note"}}, lambda i: i.kind == "note", id="eq"),
             pytest.param({"kind": {"$ne": "note"}}, lambda i: i.kind != "note", id="ne"),
             pytest.param(
@@ -718,6 +725,96 @@ class BackendConformance:
         """Search speaks the same filter language, with the same errors."""
         with pytest.raises(FilterError):
             corpus.search("x", filters={"nope": 1})
+
+    # ------------------------------------------------------------------ lexical search
+
+    def test_lexical_search_ranks_by_bm25(self, corpus: MemoryBackend) -> None:
+        """Items sharing the query's rare terms rank first; scores descend; k is respected."""
+        hits = corpus.lexical_search("kubernetes autoscaling", k=3)
+        assert len(hits) == 3
+        assert all("kubernetes" in hit.item.text for hit in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert corpus.lexical_search("zzz-no-such-term", k=3) == []
+
+    def test_lexical_search_respects_scope_and_filters(self, corpus: MemoryBackend) -> None:
+        """Scope and extra conditions apply before the cut, as in vector search."""
+        hits = corpus.lexical_search(
+            "sqlite postgres migrations", k=4, filters={"namespace": "ns-1"}
+        )
+        assert len(hits) == 4
+        assert {h.item.namespace for h in hits} == {"ns-1"}
+        assert all("sqlite" in h.item.text for h in hits)
+        narrow = corpus.lexical_search(
+            "postgres migrations", k=2, filters={"namespace": "ns-0", "importance": {"$gte": 0.5}}
+        )
+        assert all(h.item.importance >= 0.5 and h.item.namespace == "ns-0" for h in narrow)
+
+    def test_lexical_index_follows_writes(self, corpus: MemoryBackend) -> None:
+        """Adds, updates, deletes and clears through the backend show in lexical search at once."""
+        assert corpus.lexical_search("zebra", k=1, filters={"namespace": "ns-0"}) == []
+        corpus.add(make_item(500, text="a zebra crossing", namespace="ns-0"))
+        assert [
+            h.item.id for h in corpus.lexical_search("zebra", k=1, filters={"namespace": "ns-0"})
+        ] == ["item-00500"]
+        moved = corpus.get("item-00500")
+        assert moved is not None
+        corpus.update(attrs.evolve(moved, namespace="ns-1"))
+        assert corpus.lexical_search("zebra", k=1, filters={"namespace": "ns-0"}) == []
+        assert len(corpus.lexical_search("zebra", k=1, filters={"namespace": "ns-1"})) == 1
+        corpus.delete("item-00500")
+        assert corpus.lexical_search("zebra", k=1, filters={"namespace": "ns-1"}) == []
+        corpus.clear({"namespace": "ns-1"})
+        assert corpus.lexical_search("sqlite", k=5, filters={"namespace": "ns-1"}) == []
+        assert len(corpus.lexical_search("postgres", k=5, filters={"namespace": "ns-0"})) > 0
+
+    def test_lexical_index_knows_sessions(self, backend: MemoryBackend) -> None:
+        """Neighbours are the adjacent items of the same session, in time order."""
+        backend.add_many(
+            make_item(n, session="talk" if n < 5 else "", namespace="ns-0") for n in range(7)
+        )
+        index = backend.lexical_index({"namespace": "ns-0"})
+        assert index.neighbours("item-00002", 1) == [("item-00001", -1), ("item-00003", 1)]
+        assert index.neighbours("item-00000", 2) == [("item-00001", 1), ("item-00002", 2)]
+        assert index.neighbours("item-00006", 2) == []
+        with pytest.raises(ValidationError):
+            backend.lexical_index({"kind": "note"})
+
+    # ------------------------------------------------------------------ access tracking
+
+    def test_touch_counts_accesses(self, filled: MemoryBackend) -> None:
+        """Touching bumps access_count and sets last_accessed_at for existing ids, in one call."""
+        at = T0 + timedelta(days=400)
+        before = filled.get("item-00004")
+        assert before is not None
+        assert filled.touch(["item-00004", "item-00005", "missing", "item-00004"], at) == 2
+        after = filled.get("item-00004")
+        assert after is not None
+        assert after.access_count == before.access_count + 1
+        assert after.last_accessed_at == at
+        assert (
+            attrs.evolve(
+                after, access_count=before.access_count, last_accessed_at=before.last_accessed_at
+            )
+            == before
+        )
+
+    def test_concurrent_touches_are_not_lost(self, filled: MemoryBackend) -> None:
+        """Accesses counted from several threads at once all arrive."""
+        start = filled.get("item-00003")
+        assert start is not None
+
+        def bump() -> None:
+            for _ in range(10):
+                filled.touch(["item-00003"], T0)
+
+        threads = [threading.Thread(target=bump) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        end = filled.get("item-00003")
+        assert end is not None
+        assert end.access_count == start.access_count + 40
 
     # ------------------------------------------------------------------ properties
 

@@ -1,0 +1,1 @@
+"""Ranking components: lexical analysis, BM25 over sessions, and score fusion."""

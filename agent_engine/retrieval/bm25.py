@@ -1,0 +1,182 @@
+"""BM25 over memory items that form sessions, with each item's neighbours lending it terms.
+
+A memory is rarely self-contained: "Yes, yesterday!" answers the turn before it. So an item's
+BM25 document is its own terms plus ``neighbour_weight`` times the terms of the items just
+before and after it in the same session (``tf' = tf + 0.4 (tf_prev + tf_next)``). On the
+LoCoMo tuning split this gained 1.5 recall points within 1024 tokens over plain BM25 documents,
+which is why this index is our own rather than bm25s or rank-bm25 (neither takes fractional
+term counts). It also knows each session's order, which the ranking uses to smooth scores
+over neighbours.
+
+The index is built lazily from its documents and rebuilt after changes (``O(terms)`` with
+numpy postings); a query touches only the postings of its own terms.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from agent_engine.models import ContextItem
+from agent_engine.retrieval.text import analyze
+
+__all__ = ["LexicalIndex"]
+
+
+@attrs.frozen
+class _Doc:
+    terms: Counter[str]
+    session: str
+    source: str
+    order: tuple[datetime, str]
+
+
+class LexicalIndex:
+    """A BM25 index of items (``k1``, ``b``: the Okapi parameters)."""
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75, neighbour_weight: float = 0.4) -> None:
+        self.k1 = k1
+        self.b = b
+        self.neighbour_weight = neighbour_weight
+        self._docs: dict[str, _Doc] = {}
+        self._lock = threading.RLock()
+        self._built = False
+        self._ids: list[str] = []
+        self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._position: dict[str, tuple[str, int]] = {}
+        self._sessions: dict[str, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._docs
+
+    # ------------------------------------------------------------------ maintenance
+
+    def upsert(self, items: Iterable[ContextItem]) -> None:
+        """Add or replace items (analysis happens here, once per write)."""
+        with self._lock:
+            for item in items:
+                self._docs[item.id] = _Doc(
+                    Counter(analyze(item.text)),
+                    item.session,
+                    item.source,
+                    (item.timestamp, item.id),
+                )
+            self._built = False
+
+    def remove(self, item_ids: Iterable[str]) -> None:
+        """Forget items (unknown ids are ignored)."""
+        with self._lock:
+            for item_id in item_ids:
+                if self._docs.pop(item_id, None) is not None:
+                    self._built = False
+
+    def _build(self) -> None:
+        sessions: dict[str, list[str]] = {}
+        for item_id, doc in self._docs.items():
+            if doc.session:
+                sessions.setdefault(doc.session, []).append(item_id)
+        for members in sessions.values():
+            members.sort(key=lambda item_id: self._docs[item_id].order)
+        position = {
+            item_id: (session, index)
+            for session, members in sessions.items()
+            for index, item_id in enumerate(members)
+        }
+        ids = list(self._docs)
+        rows_by_term: dict[str, list[int]] = {}
+        tf_by_term: dict[str, list[float]] = {}
+        lengths = np.zeros(len(ids), dtype=np.float64)
+        for row, item_id in enumerate(ids):
+            neighbours = []
+            if item_id in position:
+                session, index = position[item_id]
+                members = sessions[session]
+                neighbours = [members[i] for i in (index - 1, index + 1) if 0 <= i < len(members)]
+            counts = self._term_counts(item_id, neighbours)
+            lengths[row] = sum(counts.values())
+            for term, weight in counts.items():
+                rows_by_term.setdefault(term, []).append(row)
+                tf_by_term.setdefault(term, []).append(weight)
+        self._ids = ids
+        self._postings = self._weights(rows_by_term, tf_by_term, lengths)
+        self._position, self._sessions = position, sessions
+        self._built = True
+
+    def _term_counts(self, item_id: str, neighbours: list[str]) -> dict[str, float]:
+        """An item's own term counts plus its neighbours' at ``neighbour_weight``."""
+        counts = {term: float(n) for term, n in self._docs[item_id].terms.items()}
+        if self.neighbour_weight:
+            for neighbour in neighbours:
+                for term, n in self._docs[neighbour].terms.items():
+                    counts[term] = counts.get(term, 0.0) + self.neighbour_weight * n
+        return counts
+
+    def _weights(
+        self,
+        rows_by_term: dict[str, list[int]],
+        tf_by_term: dict[str, list[float]],
+        lengths: npt.NDArray[np.float64],
+    ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+        """Precompute each posting's BM25 contribution: a query only sums them."""
+        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / average)
+        total = len(lengths)
+        postings = {}
+        for term, rows in rows_by_term.items():
+            row_array = np.asarray(rows, dtype=np.int64)
+            tf = np.asarray(tf_by_term[term], dtype=np.float64)
+            idf = math.log(1.0 + (total - len(rows) + 0.5) / (len(rows) + 0.5))
+            postings[term] = (row_array, idf * tf * (self.k1 + 1.0) / (tf + norm[row_array]))
+        return postings
+
+    # ------------------------------------------------------------------ queries
+
+    def scores(self, query: str) -> dict[str, float]:
+        """BM25 score of every item sharing a term with ``query`` (each query term counts once)."""
+        with self._lock:
+            if not self._built:
+                self._build()
+            terms = [term for term in dict.fromkeys(analyze(query)) if term in self._postings]
+            if not terms:
+                return {}
+            total = np.zeros(len(self._ids), dtype=np.float64)
+            for term in terms:
+                rows, weights = self._postings[term]
+                total[rows] += weights
+            hit = np.flatnonzero(total)
+            return {self._ids[row]: float(total[row]) for row in hit}
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best ``(id, score)`` pairs, best first (ties by id)."""
+        ranked = sorted(self.scores(query).items(), key=lambda pair: (-pair[1], pair[0]))
+        return ranked[:k]
+
+    def neighbours(self, item_id: str, radius: int) -> list[tuple[str, int]]:
+        """Items within ``radius`` places of ``item_id`` in its session, with their offsets."""
+        with self._lock:
+            if not self._built:
+                self._build()
+            if item_id not in self._position:
+                return []
+            session, index = self._position[item_id]
+            members = self._sessions[session]
+            return [
+                (members[index + offset], offset)
+                for offset in range(-radius, radius + 1)
+                if offset and 0 <= index + offset < len(members)
+            ]
+
+    def sources(self) -> set[str]:
+        """Every distinct ``source`` among the indexed items."""
+        with self._lock:
+            return {doc.source for doc in self._docs.values() if doc.source}
