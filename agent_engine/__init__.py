@@ -3,6 +3,33 @@
 The public API is what ``__all__`` lists; everything else may change without notice.
 """
 
+from agent_engine.assembler.allocation import allocate
+from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.assembler.candidates import GatherLimits
+from agent_engine.assembler.package import (
+    ContextPackage,
+    Omission,
+    OmissionReason,
+    Selection,
+    SelectionReason,
+    TierFailure,
+    TierUsage,
+)
+from agent_engine.assembler.policies import (
+    DEFAULT_POLICIES,
+    Candidates,
+    FrequencyScorer,
+    HybridScorer,
+    ImportanceScorer,
+    LexicalScorer,
+    Policy,
+    RandomScorer,
+    RecencyScorer,
+    RRFScorer,
+    Scorer,
+    SemanticScorer,
+)
+from agent_engine.assembler.render import Layout, RenderFormat
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from agent_engine.errors import (
     AgentEngineError,
@@ -34,6 +61,8 @@ from agent_engine.models import (
     Tier,
     TierShares,
 )
+from agent_engine.retrieval.bm25 import LexicalIndex
+from agent_engine.retrieval.fusion import minmax_fusion, rrf
 from agent_engine.serde import from_dict, to_dict
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
@@ -42,9 +71,16 @@ from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemor
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
 from agent_engine.tiers.task import TaskMemoryStore
+from agent_engine.tokens import (
+    DEFAULT_COUNTER,
+    HeuristicTokenCounter,
+    TokenCounter,
+    TransformersTokenCounter,
+)
 
 __all__ = [
     "AgentEngineError",
+    "AssemblerConfig",
     "AuditAction",
     "AuditEvent",
     "AuditLog",
@@ -52,12 +88,17 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "BaseBackend",
+    "Candidates",
     "Capabilities",
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",
+    "ContextAssembler",
     "ContextItem",
+    "ContextPackage",
     "ContextRequest",
+    "DEFAULT_COUNTER",
+    "DEFAULT_POLICIES",
     "DimensionMismatchError",
     "DuplicateItemError",
     "Embedder",
@@ -65,29 +106,55 @@ __all__ = [
     "EvictionPolicy",
     "Filter",
     "FilterError",
+    "FrequencyScorer",
+    "GatherLimits",
     "GlobalMemoryStore",
     "HashingEmbedder",
+    "HeuristicTokenCounter",
+    "HybridScorer",
+    "ImportanceScorer",
     "InMemoryBackend",
     "IndexCorruptError",
     "ItemNotFoundError",
+    "Layout",
+    "LexicalIndex",
+    "LexicalScorer",
     "LowestImportanceOldest",
     "MemoryBackend",
+    "Omission",
+    "OmissionReason",
+    "Policy",
     "ProjectMemoryStore",
     "PromotionResult",
     "Provenance",
+    "RRFScorer",
+    "RandomScorer",
+    "RecencyScorer",
+    "RenderFormat",
     "SchemaVersionError",
+    "Scorer",
     "SearchHit",
+    "Selection",
+    "SelectionReason",
+    "SemanticScorer",
     "SentenceTransformerEmbedder",
     "Status",
     "Task",
     "TaskMemoryStore",
     "TaskState",
     "Tier",
+    "TierFailure",
     "TierShares",
     "TierStore",
+    "TierUsage",
+    "TokenCounter",
+    "TransformersTokenCounter",
     "ValidationError",
+    "allocate",
     "from_dict",
+    "minmax_fusion",
     "parse_filter",
     "promote",
+    "rrf",
     "to_dict",
 ]

@@ -435,6 +435,13 @@ class ContextItem:
         return cls(id=fields.pop("id", None) or new_id(), kind=kind, text=text, **fields)
 
     @property
+    def body(self) -> str:
+        """What the item shows in a prompt: its text, or its payload fields when it has none."""
+        if self.text.strip():
+            return self.text
+        return "; ".join(f"{key}: {value}" for key, value in self.payload.items()) or self.kind
+
+    @property
     def pinned(self) -> bool:
         """Whether the item is pinned (always offered to the prompt first, never evicted)."""
         return self.status is Status.PINNED
@@ -505,8 +512,9 @@ def _budget(value: object) -> int:
 class ContextRequest:
     """What an executor asks for at one step: a token budget and what the step is about.
 
-    ``shares`` overrides the assembler's tier split for this request only; ``policy`` names a
-    registered scoring policy.
+    ``shares`` overrides the assembler's tier split for this request only; ``profile`` names an
+    agent profile whose split the assembler was configured with (``shares`` wins over it);
+    ``policy`` names a registered scoring policy.
     """
 
     budget_tokens: int = attrs.field(converter=_budget)
@@ -516,6 +524,9 @@ class ContextRequest:
         validator=attrs.validators.optional(attrs.validators.instance_of(TierShares)),
     )
     policy: str = attrs.field(default="hybrid", converter=_policy)
+    profile: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
 
 
 class AuditAction(enum.StrEnum):

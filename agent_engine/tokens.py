@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["HeuristicTokenCounter", "TokenCounter", "TransformersTokenCounter"]
+__all__ = ["DEFAULT_COUNTER", "HeuristicTokenCounter", "TokenCounter", "TransformersTokenCounter"]
 
 
 @runtime_checkable
@@ -77,3 +77,7 @@ class TransformersTokenCounter:
     def count(self, text: str) -> int:
         """Tokens the tokenizer produces for ``text``."""
         return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+
+DEFAULT_COUNTER = HeuristicTokenCounter()
+"""The counter tier stores use to fill ``ContextItem.token_cost`` at write time."""

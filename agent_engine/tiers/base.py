@@ -22,6 +22,7 @@ from agent_engine.filters import Filter, FilterInput, parse_filter
 from agent_engine.memory.backend import DEFAULT_LIMIT, MemoryBackend, Query, SearchHit
 from agent_engine.models import AuditAction, ContextItem, Status, Tier, new_id, utcnow
 from agent_engine.tiers.audit import AuditLog
+from agent_engine.tokens import DEFAULT_COUNTER
 
 __all__ = ["TierStore"]
 
@@ -74,8 +75,12 @@ class TierStore:
         expires_at: datetime | None = None,
         **fields: Any,
     ) -> ContextItem:
-        """Build an item in this store's scope (not yet stored): fresh id, now as timestamp."""
-        return ContextItem(
+        """Build an item in this store's scope (not yet stored): fresh id, now as timestamp.
+
+        ``token_cost`` is filled with the default counter's count of the item's body, which the
+        assembler reuses instead of counting on every build.
+        """
+        item = ContextItem(
             id=fields.pop("id", None) or new_id(),
             kind=kind,
             text=text,
@@ -90,6 +95,10 @@ class TierStore:
             expires_at=expires_at,
             **fields,
         )
+        if item.token_cost is not None:
+            return item
+        # Counting once at write time keeps it off the assembler's hot path.
+        return attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
 
     def _in_scope(self, item: ContextItem) -> bool:
         return item.namespace == self.namespace and item.tier is self.tier

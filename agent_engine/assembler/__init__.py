@@ -1,0 +1,1 @@
+"""Context assembly: page items from all tiers into a token budget, and explain the choice."""

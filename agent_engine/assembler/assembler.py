@@ -1,0 +1,450 @@
+"""The ContextAssembler: what a pipeline executor calls once per task step.
+
+``build_context(task, request)`` pages items in from the task's memory, its project's memory
+and its user's global memory under ``request.budget_tokens``:
+
+1. the budget is split between tiers (40/40/20 by default; per request, per agent profile);
+2. each tier gathers a bounded pool of candidates from its indexes and the request's policy
+   scores them; the task tier also keeps the HEAD (first items: the instructions) and TAIL
+   (latest steps) of its timeline;
+3. the packer fills the budget: pinned items first, then each tier within its share, then
+   whatever is left flows to the tiers in spill order (work-conserving);
+4. the chosen items get their access recorded in one write per backend.
+
+If a tier's backend fails, the package is built from the healthy tiers and names the failure
+(``strict=True`` raises instead).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+from cachetools import LRUCache
+
+from agent_engine._log import get_logger
+from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER, allocate
+from agent_engine.assembler.candidates import GatherLimits, gather
+from agent_engine.assembler.package import (
+    ContextPackage,
+    Omission,
+    OmissionReason,
+    Selection,
+    SelectionReason,
+    TierFailure,
+    TierUsage,
+)
+from agent_engine.assembler.packer import PROTECTED, Entry, Packer
+from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy, resolve_policy
+from agent_engine.assembler.render import PROMPT_ORDER, Layout, Line, prompt_order, render_lines
+from agent_engine.errors import ValidationError
+from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.models import (
+    ContextItem,
+    ContextRequest,
+    Task,
+    Tier,
+    TierShares,
+    new_id,
+    utcnow,
+)
+from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
+from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.task import TaskMemoryStore
+from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
+
+__all__ = ["AssemblerConfig", "ContextAssembler"]
+
+
+@attrs.frozen
+class AssemblerConfig:
+    """How contexts are assembled (everything a request does not say itself).
+
+    ``head``/``tail``: how many of the task timeline's first and last items are kept before
+    anything from its middle. ``profiles`` maps agent profile names to tier splits.
+    ``min_score``: ranked candidates scoring below it are left out. ``track_access``: record
+    accesses of chosen items (turn off for read-only evaluation).
+    """
+
+    shares: TierShares = attrs.field(factory=TierShares)
+    head: int = 2
+    tail: int = 4
+    layout: Layout = attrs.field(factory=Layout)
+    limits: GatherLimits = attrs.field(factory=GatherLimits)
+    spill_order: tuple[Tier, ...] = DEFAULT_SPILL_ORDER
+    min_score: float | None = None
+    track_access: bool = True
+    profiles: Mapping[str, TierShares] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        for name, value in (("head", self.head), ("tail", self.tail)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(
+                    f"{name} must be a non-negative integer", field=name, value=value
+                )
+        if sorted(self.spill_order) != sorted(Tier):
+            raise ValidationError(
+                "spill_order must name each tier once", field="spill_order", value=self.spill_order
+            )
+
+
+@attrs.frozen
+class _TierPlan:
+    """One tier's candidates, in the order the packer should offer them."""
+
+    tier: Tier
+    store: TierStore
+    pinned: list[Entry]
+    protected: list[Entry]
+    ranked: list[Entry]
+    pool: int
+
+
+class ContextAssembler:
+    """Assembles token-budgeted contexts from task, project and global memory.
+
+    Give one ``backend`` for every tier, or one per tier (``task_backend`` defaults to a fresh
+    in-memory backend, as task memory is ephemeral). Stores are created on first use and kept.
+    """
+
+    def __init__(
+        self,
+        backend: MemoryBackend | None = None,
+        *,
+        task_backend: MemoryBackend | None = None,
+        project_backend: MemoryBackend | None = None,
+        global_backend: MemoryBackend | None = None,
+        config: AssemblerConfig | None = None,
+        counter: TokenCounter = DEFAULT_COUNTER,
+        policies: Mapping[str, Policy] = DEFAULT_POLICIES,
+        confirm: Confirm | None = None,
+        max_project_items: int | None = 1000,
+        clock: Callable[[], datetime] = utcnow,
+        strict: bool = False,
+    ) -> None:
+        shared = backend if backend is not None else InMemoryBackend()
+        self.backends = {
+            Tier.TASK: task_backend or backend or InMemoryBackend(),
+            Tier.PROJECT: project_backend or shared,
+            Tier.GLOBAL: global_backend or shared,
+        }
+        self.config = config or AssemblerConfig()
+        self.counter = counter
+        self.policies = dict(policies)
+        self.confirm = confirm
+        self.max_project_items = max_project_items
+        self.clock = clock
+        self.strict = strict
+        self._tasks: dict[str, TaskMemoryStore] = {}
+        self._projects: dict[str, ProjectMemoryStore] = {}
+        self._globals: dict[str, GlobalMemoryStore] = {}
+        self._lock = threading.Lock()
+        self._costs: LRUCache[tuple[str, str, str], int] = LRUCache(maxsize=100_000)
+
+    # ------------------------------------------------------------------ stores
+
+    def task_store(self, task: Task | str) -> TaskMemoryStore:
+        """The memory of a task (created on first use)."""
+        task_id = task.id if isinstance(task, Task) else task
+        with self._lock:
+            if task_id not in self._tasks:
+                self._tasks[task_id] = TaskMemoryStore(
+                    task_id, self.backends[Tier.TASK], clock=self.clock
+                )
+            return self._tasks[task_id]
+
+    def project_store(self, project_id: str) -> ProjectMemoryStore:
+        """The memory of a project (created on first use)."""
+        with self._lock:
+            if project_id not in self._projects:
+                self._projects[project_id] = ProjectMemoryStore(
+                    project_id,
+                    self.backends[Tier.PROJECT],
+                    max_items=self.max_project_items,
+                    clock=self.clock,
+                )
+            return self._projects[project_id]
+
+    def global_store(self, user_id: str = "default") -> GlobalMemoryStore:
+        """A user's global memory (created on first use, with the assembler's callback)."""
+        with self._lock:
+            if user_id not in self._globals:
+                self._globals[user_id] = GlobalMemoryStore(
+                    self.backends[Tier.GLOBAL], user_id, confirm=self.confirm, clock=self.clock
+                )
+            return self._globals[user_id]
+
+    def cleanup_task(self, task_id: str) -> int:
+        """Clear a finished task's memory and forget its store; return items removed."""
+        with self._lock:
+            store = self._tasks.pop(task_id, None)
+        store = store or TaskMemoryStore(task_id, self.backends[Tier.TASK], clock=self.clock)
+        return store.clear()
+
+    # ------------------------------------------------------------------ assembly
+
+    def build_context(
+        self, task: Task, request: ContextRequest, *, strict: bool | None = None
+    ) -> ContextPackage:
+        """Assemble the context for one step of ``task`` (see the module docstring)."""
+        strict = self.strict if strict is None else strict
+        started = time.perf_counter()
+        policy = resolve_policy(request.policy, self.policies)
+        shares = self._shares(request)
+        budget = request.budget_tokens
+        allocation = allocate(budget, shares)
+        now = self.clock()
+        query = request.query or task.description
+        stores: dict[Tier, TierStore] = {
+            Tier.TASK: self.task_store(task),
+            Tier.PROJECT: self.project_store(task.project_id),
+            Tier.GLOBAL: self.global_store(task.user_id),
+        }
+        log = get_logger(task=task.id, project=task.project_id, policy=policy.name)
+        plans: dict[Tier, _TierPlan] = {}
+        failures: list[TierFailure] = []
+        early: list[Omission] = []
+        for tier, store in stores.items():
+            try:
+                plans[tier] = self._plan(store, query, policy, now, early)
+            except ValidationError:
+                raise
+            except Exception as exc:
+                if strict:
+                    raise
+                failures.append(TierFailure(tier, f"{type(exc).__name__}: {exc}"))
+                log.warning("tier_failed", tier=tier.value, error=str(exc), exc_info=True)
+
+        packer = Packer(budget, allocation, self.config.layout, self.counter, self._body_cost)
+        self._pack(packer, plans, allocation)
+        pinned_tokens = sum(
+            s.tokens for s in packer.selections if s.reason is SelectionReason.PINNED
+        )
+        self._fit_render(packer, budget)
+        omissions = early + packer.settle(dict.fromkeys(Tier, budget - pinned_tokens))
+        if self.config.track_access:
+            self._record_access(packer.selections, stores, now, strict, log)
+
+        package = self._package(
+            task=task,
+            request=request,
+            policy=policy,
+            packer=packer,
+            plans=plans,
+            allocation=allocation,
+            omissions=omissions,
+            failures=failures,
+        )
+        log.info(
+            "context_built",
+            budget=budget,
+            used=package.tokens_used,
+            per_tier={u.tier.value: [u.used, u.allocated, u.selected] for u in package.usage},
+            omitted=_count_by_reason(omissions),
+            failures=[f.tier.value for f in failures],
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return package
+
+    def _shares(self, request: ContextRequest) -> TierShares:
+        if request.shares is not None:
+            return request.shares
+        if request.profile is not None:
+            try:
+                return self.config.profiles[request.profile]
+            except KeyError:
+                known = ", ".join(sorted(self.config.profiles)) or "none configured"
+                raise ValidationError(
+                    f"unknown agent profile {request.profile!r}; known: {known}",
+                    field="profile",
+                    value=request.profile,
+                ) from None
+        return self.config.shares
+
+    def _plan(
+        self, store: TierStore, query: str, policy: Policy, now: datetime, omitted: list[Omission]
+    ) -> _TierPlan:
+        """Gather and score one tier; split its candidates by how they are protected."""
+        head: list[ContextItem] = []
+        tail: list[ContextItem] = []
+        if store.tier is Tier.TASK:
+            if self.config.head:
+                head = store.query(None, limit=self.config.head, order_by="-timestamp")
+            if self.config.tail:
+                tail = store.query(None, limit=self.config.tail)
+        candidates, pinned = gather(store, query, policy, self.config.limits, now)
+        everything = {
+            **candidates.items,
+            **{item.id: item for item in pinned + head + tail},
+        }
+        scores = dict(policy.scorer(attrs.evolve(candidates, items=everything)))
+
+        def entry(item: ContextItem, reason: SelectionReason) -> Entry:
+            return Entry(item, store.tier, scores.get(item.id, 0.0), reason)
+
+        omitted.extend(
+            Omission(item.id, store.tier, OmissionReason.EXPIRED, 0, scores.get(item.id))
+            for item in everything.values()
+            if item.expired(now)
+        )
+        live = {item_id: item for item_id, item in everything.items() if not item.expired(now)}
+        placed: set[str] = set()
+
+        def claim(items: list[ContextItem], reason: SelectionReason) -> list[Entry]:
+            claimed = [entry(i, reason) for i in items if i.id in live and i.id not in placed]
+            placed.update(e.item.id for e in claimed)
+            return claimed
+
+        pinned_entries = claim(pinned, SelectionReason.PINNED)
+        protected = claim(head, SelectionReason.HEAD) + claim(tail, SelectionReason.TAIL)
+        rest = [
+            entry(item, SelectionReason.RANKED) for item in live.values() if item.id not in placed
+        ]
+        ranked = self._threshold(rest, omitted)
+        return _TierPlan(store.tier, store, pinned_entries, protected, ranked, len(everything))
+
+    def _threshold(self, entries: list[Entry], omitted: list[Omission]) -> list[Entry]:
+        """Drop entries under ``min_score`` (recording why) and rank the rest, best first."""
+        floor = self.config.min_score
+        kept = [e for e in entries if floor is None or e.score >= floor]
+        omitted.extend(
+            Omission(e.item.id, e.tier, OmissionReason.BELOW_THRESHOLD, 0, e.score)
+            for e in entries
+            if floor is not None and e.score < floor
+        )
+        return sorted(kept, key=lambda e: (-e.score, e.item.timestamp, e.item.id))
+
+    def _pack(
+        self, packer: Packer, plans: dict[Tier, _TierPlan], allocation: dict[Tier, int]
+    ) -> None:
+        def left() -> int:
+            return packer.budget - packer.total
+
+        by_prompt = [plans[tier] for tier in PROMPT_ORDER if tier in plans]
+        by_spill = [plans[tier] for tier in self.config.spill_order if tier in plans]
+        for plan in by_prompt:  # phase 0: pinned, against the whole budget
+            packer.offer_all(plan.pinned, left, may_truncate=True)
+        for plan in by_spill:  # phase 1: each tier within its share
+
+            def room(tier: Tier = plan.tier) -> int:
+                return allocation[tier] - packer.used[tier]
+
+            packer.offer_all(plan.protected, room, may_truncate=True)
+            packer.offer_all(plan.ranked, room, may_truncate=False)
+        for plan in by_spill:  # phase 2: spill-over, protected items first
+            packer.offer_all(plan.pinned + plan.protected, left, may_truncate=False)
+        for plan in by_spill:
+            packer.offer_all(plan.ranked, left, may_truncate=False)
+
+    def _fit_render(self, packer: Packer, budget: int) -> None:
+        """Safety net for tokenizers that do not add up: drop ranked items until the render fits."""
+        while packer.selections:
+            lines = [Line(s.item, s.tier, s.body) for s in packer.selections]
+            if self.counter.count(render_lines(lines, self.config.layout)) <= budget:
+                return
+            ranked = [s for s in packer.selections if s.reason not in PROTECTED]
+            victim = min(ranked or packer.selections, key=lambda s: (s.score, s.item.id))
+            packer.selections.remove(victim)
+            packer.used[victim.tier] -= victim.tokens
+            packer.omissions.append(
+                Omission(
+                    victim.item.id,
+                    victim.tier,
+                    OmissionReason.LOWER_SCORE,
+                    victim.tokens,
+                    victim.score,
+                )
+            )
+
+    def _body_cost(self, item: ContextItem, body: str) -> int:
+        """Tokens of a body as shown: the item's cached cost when it applies, else counted once."""
+        shown = self.config.layout.shown(body)
+        if shown == item.body and item.token_cost is not None and self.counter is DEFAULT_COUNTER:
+            return item.token_cost
+        key = (
+            item.id,
+            shown if body != item.body else item.fingerprint,
+            self.config.layout.format.value,
+        )
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self.counter.count(shown)
+            self._costs[key] = cost
+        return cost
+
+    def _record_access(
+        self,
+        selections: list[Selection],
+        stores: dict[Tier, TierStore],
+        now: datetime,
+        strict: bool,
+        log: Any,
+    ) -> None:
+        """One touch() per distinct backend for everything chosen."""
+        by_backend: dict[int, tuple[MemoryBackend, list[str]]] = {}
+        for selection in selections:
+            backend = stores[selection.tier].backend
+            by_backend.setdefault(id(backend), (backend, []))[1].append(selection.item.id)
+        for backend, ids in by_backend.values():
+            try:
+                backend.touch(ids, now)
+            except Exception:
+                if strict:
+                    raise
+                log.warning("access_tracking_failed", count=len(ids), exc_info=True)
+
+    def _package(
+        self,
+        *,
+        task: Task,
+        request: ContextRequest,
+        policy: Policy,
+        packer: Packer,
+        plans: dict[Tier, _TierPlan],
+        allocation: dict[Tier, int],
+        omissions: list[Omission],
+        failures: list[TierFailure],
+    ) -> ContextPackage:
+        lines = {s.item.id: s for s in packer.selections}
+        ordered = [
+            lines[line.item.id]
+            for _, groups in prompt_order([Line(s.item, s.tier, s.body) for s in packer.selections])
+            for _, members in groups
+            for line in members
+        ]
+        usage = tuple(
+            TierUsage(
+                tier,
+                allocation[tier],
+                packer.used[tier],
+                plans[tier].pool if tier in plans else 0,
+                sum(1 for s in ordered if s.tier is tier),
+            )
+            for tier in PROMPT_ORDER
+        )
+        candidate_tokens = sum(s.tokens for s in ordered) + sum(o.tokens for o in omissions)
+        return ContextPackage(
+            id=new_id(),
+            task_id=task.id,
+            budget_tokens=request.budget_tokens,
+            policy=policy.name,
+            layout=self.config.layout,
+            selections=tuple(ordered),
+            omissions=tuple(omissions),
+            usage=usage,
+            failures=tuple(failures),
+            candidate_tokens=candidate_tokens,
+        )
+
+
+def _count_by_reason(omissions: list[Omission]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for omission in omissions:
+        counts[omission.reason.value] = counts.get(omission.reason.value, 0) + 1
+    return counts

@@ -1,0 +1,143 @@
+"""Gathering a tier's candidates: a bounded pool from indexes, never the whole tier.
+
+Each source the policy asks for contributes at most ``per_source`` items: the best vector
+matches, the best BM25 matches, the newest, the most important, and the session neighbours of
+the best hits (so smoothing can lift the turn next to a match). Pinned items always join.
+The pool is fetched in one batched read; dense scores for pool items found by other sources
+are computed from their stored vectors, so every candidate is scored on every signal.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import attrs
+import numpy as np
+
+from agent_engine.assembler.policies import (
+    DENSE,
+    IMPORTANT,
+    LEXICAL,
+    NEIGHBOURS,
+    RECENT,
+    Candidates,
+    Policy,
+)
+from agent_engine.embeddings import normalize_rows
+from agent_engine.models import ContextItem, Status, Vector
+from agent_engine.retrieval.bm25 import LexicalIndex
+from agent_engine.tiers.base import TierStore
+
+__all__ = ["GatherLimits", "gather"]
+
+_NAME = re.compile(r"^[^\W\d_][\w'.-]*$")
+
+
+@attrs.frozen
+class GatherLimits:
+    """How many candidates each source may contribute, and how far neighbours reach."""
+
+    per_source: int = 100
+    neighbour_seeds: int = 30
+    radius: int = 2
+    pinned: int = 50
+
+
+def named_sources(query: str, sources: set[str]) -> frozenset[str]:
+    """Known sources whose name appears as a word in ``query`` (case-insensitive)."""
+    found = set()
+    for source in sources:
+        if _NAME.match(source) and re.search(rf"\b{re.escape(source)}\b", query, re.IGNORECASE):
+            found.add(source)
+    return frozenset(found)
+
+
+def strip_names(query: str, names: frozenset[str]) -> str:
+    """The query without the given names (and their possessive 's), for dense matching."""
+    for name in names:
+        query = re.sub(rf"\b{re.escape(name)}(?:'s)?\b", " ", query, flags=re.IGNORECASE)
+    return " ".join(query.split())
+
+
+def gather(
+    store: TierStore,
+    query: str,
+    policy: Policy,
+    limits: GatherLimits,
+    now: datetime,
+    *,
+    exclude: frozenset[str] = frozenset(),
+) -> tuple[Candidates, list[ContextItem]]:
+    """Collect the candidates of ``store`` with their signals; also return its pinned items.
+
+    ``exclude`` lists ids already placed by other means (the task's head and tail), which
+    stay out of the pool.
+    """
+    wanted = policy.sources
+    needs_index = bool(wanted & {LEXICAL, NEIGHBOURS}) or policy.strip_sources
+    index = store.backend.lexical_index(store.scope) if needs_index else None
+    names = named_sources(query, index.sources()) if index is not None and query else frozenset()
+    lexical = index.scores(query) if LEXICAL in wanted and query and index is not None else {}
+    lexical_best = [i for i, _ in sorted(lexical.items(), key=lambda p: (-p[1], p[0]))]
+    ids: dict[str, None] = dict.fromkeys(lexical_best[: limits.per_source])
+
+    dense_query = strip_names(query, names) if policy.strip_sources else query
+    embedder = getattr(store.backend, "embedder", None)
+    query_vector = None
+    dense_best: list[str] = []
+    if DENSE in wanted and dense_query and embedder is not None:
+        query_vector = normalize_rows(embedder.embed([dense_query]))[0]
+        dense_best = [hit.item.id for hit in store.search(query_vector, k=limits.per_source)]
+        ids.update(dict.fromkeys(dense_best))
+    if RECENT in wanted:
+        ids.update(dict.fromkeys(i.id for i in store.query(None, limit=limits.per_source)))
+    if IMPORTANT in wanted:
+        important = store.query(None, limit=limits.per_source, order_by="importance")
+        ids.update(dict.fromkeys(i.id for i in important))
+    if NEIGHBOURS in wanted and index is not None:
+        seeds = lexical_best[: limits.neighbour_seeds] + dense_best[: limits.neighbour_seeds]
+        for seed in dict.fromkeys(seeds):
+            ids.update(dict.fromkeys(other for other, _ in index.neighbours(seed, limits.radius)))
+
+    items = {item.id: item for item in store.get_many(i for i in ids if i not in exclude)}
+    pinned = store.query(
+        {"status": Status.PINNED.value}, limit=limits.pinned, order_by="importance"
+    )
+    candidates = Candidates(
+        tier=store.tier,
+        query=query,
+        items=items,
+        dense=_cosines(items, query_vector),
+        lexical={item_id: lexical.get(item_id, 0.0) for item_id in items} if lexical else {},
+        neighbours=_neighbour_map(items, index, limits.radius) if NEIGHBOURS in wanted else {},
+        named_sources=names,
+        now=now,
+    )
+    return candidates, pinned
+
+
+def _cosines(items: dict[str, ContextItem], query: Vector | None) -> dict[str, float]:
+    """Cosine of every pool item that has a vector (one matrix product)."""
+    vectors = [(item.id, item.embedding) for item in items.values() if item.embedding is not None]
+    if query is None or not vectors:
+        return {}
+    matrix = normalize_rows(np.vstack([vector for _, vector in vectors]))
+    scores = matrix @ query
+    return {item_id: float(score) for (item_id, _), score in zip(vectors, scores, strict=True)}
+
+
+def _neighbour_map(
+    items: dict[str, ContextItem], index: LexicalIndex | None, radius: int
+) -> dict[str, list[tuple[str, int]]]:
+    """Each pool item's session neighbours that are in the pool too."""
+    if index is None:
+        return {}
+    result = {}
+    for item_id in items:
+        near = [
+            (other, offset) for other, offset in index.neighbours(item_id, radius) if other in items
+        ]
+        if near:
+            result[item_id] = near
+    return result

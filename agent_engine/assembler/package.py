@@ -1,0 +1,139 @@
+"""What ``build_context`` returns: the chosen items in prompt order, and why the rest were not.
+
+A package explains itself: for every tier, the budget it was allocated and what it used; for
+every selected item, its score and why it was chosen (pinned, head, tail, ranked); for every
+candidate left out, why (duplicate, expired, below threshold, lower score, over budget).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from agent_engine.assembler.render import Layout, Line, RenderFormat, render_lines
+from agent_engine.models import ContextItem, Tier
+
+__all__ = [
+    "ContextPackage",
+    "Omission",
+    "OmissionReason",
+    "Selection",
+    "SelectionReason",
+    "TierFailure",
+    "TierUsage",
+]
+
+
+class SelectionReason(enum.StrEnum):
+    """Why an item is in the package."""
+
+    PINNED = "pinned"
+    HEAD = "head"
+    """One of the first items of the task timeline (the task's instructions)."""
+    TAIL = "tail"
+    """One of the most recent items of the task timeline."""
+    RANKED = "ranked"
+    """Chosen by the scoring policy."""
+
+
+class OmissionReason(enum.StrEnum):
+    """Why a candidate is not in the package."""
+
+    DUPLICATE = "duplicate"
+    """Same content (fingerprint) as an item already chosen, in any tier."""
+    EXPIRED = "expired"
+    """Its time to live had run out."""
+    BELOW_THRESHOLD = "below_threshold"
+    """Its score was under the assembler's ``min_score``."""
+    LOWER_SCORE = "lower_score"
+    """It would have fit alone, but higher-priority items used the budget first."""
+    OVER_BUDGET = "over_budget"
+    """It is larger than all the budget its tier could get."""
+
+
+@attrs.frozen
+class Selection:
+    """A chosen item: tokens are what its line costs, headers it opened included."""
+
+    item: ContextItem
+    tier: Tier
+    score: float
+    reason: SelectionReason
+    tokens: int
+    body: str
+    truncated: bool = False
+
+
+@attrs.frozen
+class Omission:
+    """A candidate left out, and why."""
+
+    item_id: str
+    tier: Tier
+    reason: OmissionReason
+    tokens: int
+    score: float | None = None
+
+
+@attrs.frozen
+class TierUsage:
+    """A tier's budget: its share, what it used (spill-over included) and its candidates."""
+
+    tier: Tier
+    allocated: int
+    used: int
+    candidates: int
+    selected: int
+
+
+@attrs.frozen
+class TierFailure:
+    """A tier whose backend failed; the package was built from the others."""
+
+    tier: Tier
+    error: str
+
+
+@attrs.frozen
+class ContextPackage:
+    """The assembled context for one task step."""
+
+    id: str
+    task_id: str
+    budget_tokens: int
+    policy: str
+    layout: Layout
+    selections: tuple[Selection, ...]
+    omissions: tuple[Omission, ...]
+    usage: tuple[TierUsage, ...]
+    failures: tuple[TierFailure, ...] = ()
+    candidate_tokens: int = 0
+
+    @property
+    def items(self) -> tuple[ContextItem, ...]:
+        """The chosen items, in prompt order."""
+        return tuple(selection.item for selection in self.selections)
+
+    @property
+    def tokens_used(self) -> int:
+        """Tokens the rendered package costs (headers included)."""
+        return sum(usage.used for usage in self.usage)
+
+    @property
+    def compression_ratio(self) -> float:
+        """Tokens used over the tokens of every candidate considered (1.0: nothing left out)."""
+        return self.tokens_used / self.candidate_tokens if self.candidate_tokens else 1.0
+
+    def usage_of(self, tier: Tier) -> TierUsage:
+        """The budget use of one tier."""
+        return next(usage for usage in self.usage if usage.tier is tier)
+
+    def render(self, format: RenderFormat | str | None = None) -> str:  # noqa: A002 - the natural name
+        """The prompt block; the budget holds for the format the package was built with."""
+        layout = (
+            self.layout
+            if format is None
+            else attrs.evolve(self.layout, format=RenderFormat(format))
+        )
+        return render_lines([Line(s.item, s.tier, s.body) for s in self.selections], layout)

@@ -1,0 +1,194 @@
+"""Packing ranked candidates into the budget, charging every rendered token.
+
+The packer walks candidates in priority order and takes each one that fits. Adding an item
+costs its line plus, the first time they are needed, its tier's section and its session's
+group header (the layout's own strings, counted by the same counter). Phases, in order:
+
+0. pinned items of every tier, against the whole budget (pinned is "always in when it fits");
+1. each tier within its own allocation: the task timeline's HEAD then TAIL, then the ranked
+   middle; other tiers their ranked candidates;
+2. spill-over: the budget left by every tier goes to the tiers in ``spill_order``, protected
+   items (HEAD/TAIL) first, then ranked ones.
+
+A pinned, HEAD or TAIL item larger than its tier's whole allocation is truncated with a
+visible marker to what is left, instead of being dropped; any other item that does not fit is
+left out. Nothing is ever added past the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from agent_engine.assembler.package import (
+    Omission,
+    OmissionReason,
+    Selection,
+    SelectionReason,
+)
+from agent_engine.assembler.render import TRUNCATION_MARKER, Layout
+from agent_engine.models import ContextItem, Tier
+from agent_engine.tokens import TokenCounter
+
+__all__ = ["Entry", "Packer"]
+
+MIN_TRUNCATED_BODY = 8
+"""A truncated item keeps at least this many tokens of body, or it is left out instead."""
+
+PROTECTED = frozenset({SelectionReason.PINNED, SelectionReason.HEAD, SelectionReason.TAIL})
+
+
+@attrs.frozen
+class Entry:
+    """A candidate on its way into the package."""
+
+    item: ContextItem
+    tier: Tier
+    score: float
+    reason: SelectionReason
+
+
+class Packer:
+    """Tracks what the package already holds and what each addition would cost."""
+
+    def __init__(
+        self,
+        budget: int,
+        allocation: dict[Tier, int],
+        layout: Layout,
+        counter: TokenCounter,
+        body_cost: Callable[[ContextItem, str], int],
+    ) -> None:
+        self.budget = budget
+        self.allocation = allocation
+        self.layout = layout
+        self.counter = counter
+        self._body_cost = body_cost
+        self.used: dict[Tier, int] = dict.fromkeys(Tier, 0)
+        self.selections: list[Selection] = []
+        self._sections: set[Tier] = set()
+        self._groups: dict[tuple[Tier, str], int] = {}
+        self._fingerprints: set[str] = set()
+        self._chosen: set[str] = set()
+        self._settled: set[str] = set()
+        self._line_overhead: dict[str, int] = {}
+        self.skipped: dict[str, tuple[Entry, int]] = {}
+        self.omissions: list[Omission] = []
+
+    @property
+    def total(self) -> int:
+        """Tokens used so far."""
+        return sum(self.used.values())
+
+    def holds(self, item_id: str) -> bool:
+        """Whether the item is already in the package."""
+        return item_id in self._chosen
+
+    # ------------------------------------------------------------------ costs
+
+    def _headers(self, entry: Entry) -> int:
+        cost = 0
+        if entry.tier not in self._sections:
+            cost += sum(self.counter.count(part) for part in self.layout.section(entry.tier))
+        session = entry.item.session
+        if session and (entry.tier, session) not in self._groups:
+            cost += sum(
+                self.counter.count(part)
+                for part in self.layout.group(session, entry.item.timestamp)
+            )
+        return cost
+
+    def _line(self, item: ContextItem, body: str) -> int:
+        overhead = self._line_overhead.get(item.kind)
+        if overhead is None:
+            overhead = self.counter.count(self.layout.line(item, ""))
+            self._line_overhead[item.kind] = overhead
+        return overhead + self._body_cost(item, body)
+
+    def cost(self, entry: Entry) -> int:
+        """What adding the entry costs now, headers it would open included."""
+        return self._line(entry.item, entry.item.body) + self._headers(entry)
+
+    # ------------------------------------------------------------------ adding
+
+    def offer(self, entry: Entry, available: int, *, may_truncate: bool) -> bool:
+        """Add ``entry`` if it fits in ``available`` tokens (truncating if allowed)."""
+        if entry.item.id in self._settled:
+            return entry.item.id in self._chosen
+        if entry.item.fingerprint in self._fingerprints:
+            self.skipped.pop(entry.item.id, None)
+            self.omissions.append(
+                Omission(
+                    entry.item.id,
+                    entry.tier,
+                    OmissionReason.DUPLICATE,
+                    self.cost(entry),
+                    entry.score,
+                )
+            )
+            self._settled.add(entry.item.id)
+            return False
+        available = min(available, self.budget - self.total)
+        cost = self.cost(entry)
+        if cost <= available:
+            self._take(entry, entry.item.body, cost, truncated=False)
+            return True
+        if may_truncate and cost > self.allocation[entry.tier]:
+            body = self._truncate(entry, available - self._headers(entry))
+            if body is not None:
+                self._take(
+                    entry, body, self._line(entry.item, body) + self._headers(entry), truncated=True
+                )
+                return True
+        self.skipped[entry.item.id] = (entry, cost)
+        return False
+
+    def _take(self, entry: Entry, body: str, cost: int, *, truncated: bool) -> None:
+        self._sections.add(entry.tier)
+        if entry.item.session:
+            key = (entry.tier, entry.item.session)
+            self._groups[key] = self._groups.get(key, 0) + 1
+        self.used[entry.tier] += cost
+        self._fingerprints.add(entry.item.fingerprint)
+        self._chosen.add(entry.item.id)
+        self._settled.add(entry.item.id)
+        self.skipped.pop(entry.item.id, None)
+        self.selections.append(
+            Selection(entry.item, entry.tier, entry.score, entry.reason, cost, body, truncated)
+        )
+
+    def _truncate(self, entry: Entry, room: int) -> str | None:
+        """The longest word-boundary prefix of the body that fits ``room`` with the marker."""
+        words = entry.item.body.split(" ")
+        best: str | None = None
+        low, high = 1, len(words) - 1
+        while low <= high:
+            middle = (low + high) // 2
+            body = " ".join(words[:middle]) + TRUNCATION_MARKER
+            if self._line(entry.item, body) <= room:
+                best, low = body, middle + 1
+            else:
+                high = middle - 1
+        if best is None or self._body_cost(entry.item, best) < MIN_TRUNCATED_BODY:
+            return None
+        return best
+
+    def offer_all(
+        self, entries: Iterable[Entry], available: Callable[[], int], *, may_truncate: bool
+    ) -> None:
+        """Offer entries in order, each against the room ``available()`` reports at its turn."""
+        for entry in entries:
+            self.offer(entry, available(), may_truncate=may_truncate)
+
+    def settle(self, reach: dict[Tier, int]) -> list[Omission]:
+        """Omissions for every offered entry left out, by why (``reach``: a tier's best room)."""
+        for entry, cost in self.skipped.values():
+            reason = (
+                OmissionReason.OVER_BUDGET
+                if cost > reach[entry.tier]
+                else OmissionReason.LOWER_SCORE
+            )
+            self.omissions.append(Omission(entry.item.id, entry.tier, reason, cost, entry.score))
+        self.skipped.clear()
+        return self.omissions
