@@ -129,6 +129,21 @@ class Filter:
     """A conjunction of conditions; the empty filter matches every item."""
 
     conditions: tuple[Condition, ...] = ()
+    _tests: tuple[tuple[str, Callable[[Any, Any], bool], Any], ...] = attrs.field(
+        init=False, eq=False, repr=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        # Resolve each condition's test once: matches() runs per item on hot paths.
+        tests = tuple(
+            (
+                c.field,
+                (_TAG_TESTS if c.spec.kind is FieldKind.TAGS else _SCALAR_TESTS)[c.op],
+                c.value,
+            )
+            for c in self.conditions
+        )
+        object.__setattr__(self, "_tests", tests)
 
     def and_(self, other: Filter) -> Filter:
         """Both filters at once (how tier stores pin a caller's filter to their scope)."""
@@ -136,11 +151,10 @@ class Filter:
 
     def matches(self, item: ContextItem) -> bool:
         """Evaluate the filter on ``item`` in Python (the reference semantics)."""
-        return all(_evaluate(condition, item) for condition in self.conditions)
-
-    def predicate(self) -> Callable[[ContextItem], bool]:
-        """Return :meth:`matches` as a plain callable, for filtering many items."""
-        return self.matches
+        for field, test, expected in self._tests:  # noqa: SIM110 - no generator per item (hot path)
+            if not test(getattr(item, field), expected):
+                return False
+        return True
 
     def fields(self) -> frozenset[str]:
         """The fields the filter tests."""
@@ -315,12 +329,6 @@ _SCALAR_TESTS: Final[Mapping[Op, Callable[[Any, Any], bool]]] = {
     Op.LT: lambda actual, bound: actual is not None and actual < bound,
     Op.LTE: lambda actual, bound: actual is not None and actual <= bound,
 }
-
-
-def _evaluate(condition: Condition, item: ContextItem) -> bool:
-    actual = getattr(item, condition.field)
-    tests = _TAG_TESTS if condition.spec.kind is FieldKind.TAGS else _SCALAR_TESTS
-    return bool(tests[condition.op](actual, condition.value))
 
 
 # ----------------------------------------------------------------------------- ordering

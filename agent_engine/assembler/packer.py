@@ -73,6 +73,7 @@ class Packer:
         self._chosen: set[str] = set()
         self._settled: set[str] = set()
         self._line_overhead: dict[str, int] = {}
+        self._header_costs: dict[str, int] = {}
         self.skipped: dict[str, tuple[Entry, int]] = {}
         self.omissions: list[Omission] = []
 
@@ -87,16 +88,21 @@ class Packer:
 
     # ------------------------------------------------------------------ costs
 
+    def _count(self, text: str) -> int:
+        """Count a header string once per package (the same headers recur for every candidate)."""
+        cost = self._header_costs.get(text)
+        if cost is None:
+            cost = self._header_costs[text] = self.counter.count(text)
+        return cost
+
     def _headers(self, entry: Entry) -> int:
         cost = 0
         if entry.tier not in self._sections:
-            cost += sum(self.counter.count(part) for part in self.layout.section(entry.tier))
+            cost += sum(self._count(part) for part in self.layout.section(entry.tier))
         session = entry.item.session
         if session and (entry.tier, session) not in self._groups:
-            cost += sum(
-                self.counter.count(part)
-                for part in self.layout.group(session, entry.item.timestamp)
-            )
+            group = self.layout.group(session, entry.item.timestamp)
+            cost += sum(self._count(part) for part in group)
         return cost
 
     def _line(self, item: ContextItem, body: str) -> int:

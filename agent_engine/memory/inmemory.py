@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from agent_engine.embeddings import Embedder, normalize_rows
 from agent_engine.errors import DimensionMismatchError, DuplicateItemError, ItemNotFoundError
-from agent_engine.filters import Filter, Order
+from agent_engine.filters import Filter, Op, Order
 from agent_engine.memory.audit import InMemoryAuditStore
 from agent_engine.memory.backend import BaseBackend, Capabilities, SearchHit
 from agent_engine.models import ContextItem, Vector
@@ -47,6 +47,9 @@ class InMemoryBackend(BaseBackend):
         self._lock = threading.RLock()
         self._vectors = _VectorIndex()
         self._audit_store = InMemoryAuditStore()
+        # Tier stores always scope by namespace; scanning one namespace, not the whole store,
+        # keeps their queries proportional to their own size.
+        self._by_namespace: dict[str, dict[str, None]] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryBackend(items={len(self._items)})"
@@ -58,8 +61,7 @@ class InMemoryBackend(BaseBackend):
                     raise DuplicateItemError(item.id)
             self._check_dims(items)
             for item in items:
-                self._items[item.id] = item
-                self._vectors.put(item.id, item.embedding)
+                self._store(item)
 
     def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
         with self._lock:
@@ -72,21 +74,26 @@ class InMemoryBackend(BaseBackend):
                     raise ItemNotFoundError(item.id)
             self._check_dims(items)
             for item in items:
-                self._items[item.id] = item
-                self._vectors.put(item.id, item.embedding)
+                self._store(item)
 
     def _remove(self, item_ids: list[str]) -> int:
         with self._lock:
             removed = 0
             for item_id in item_ids:
-                if self._items.pop(item_id, None) is not None:
-                    self._vectors.put(item_id, None)
+                if item_id in self._items:
+                    self._drop(item_id)
                     removed += 1
             return removed
 
     def _matching(self, where: Filter) -> list[ContextItem]:
+        namespace = next(
+            (c.value for c in where.conditions if c.field == "namespace" and c.op is Op.EQ), None
+        )
         with self._lock:
-            items = list(self._items.values())
+            if namespace is None:
+                items = list(self._items.values())
+            else:
+                items = [self._items[i] for i in self._by_namespace.get(namespace, ())]
         if not where.conditions:
             return items
         return [item for item in items if where.matches(item)]
@@ -107,11 +114,26 @@ class InMemoryBackend(BaseBackend):
 
     def _delete_where(self, where: Filter) -> int:
         with self._lock:
-            doomed = [item.id for item in self._items.values() if where.matches(item)]
+            doomed = [item.id for item in self._matching(where)]
             for item_id in doomed:
-                del self._items[item_id]
-                self._vectors.put(item_id, None)
+                self._drop(item_id)
             return len(doomed)
+
+    def _store(self, item: ContextItem) -> None:
+        previous = self._items.get(item.id)
+        if previous is not None and previous.namespace != item.namespace:
+            self._by_namespace[previous.namespace].pop(item.id, None)
+        self._items[item.id] = item
+        self._by_namespace.setdefault(item.namespace, {})[item.id] = None
+        self._vectors.put(item.id, item.embedding)
+
+    def _drop(self, item_id: str) -> None:
+        item = self._items.pop(item_id)
+        members = self._by_namespace[item.namespace]
+        members.pop(item_id, None)
+        if not members:
+            del self._by_namespace[item.namespace]
+        self._vectors.put(item_id, None)
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         with self._lock:

@@ -1,0 +1,163 @@
+"""Paging-policy quality on LoCoMo: how much of a question's evidence lands in the context.
+
+Set-up, per conversation (as a live conversation would have it): every turn but the last few
+is project memory, the last ``live_turns`` are task memory, and each question with evidence
+asks ``build_context`` for a context under each budget, once per policy. Scores:
+
+* evidence recall: the share of the question's evidence turns the context includes;
+* full: whether all of them are included;
+* recall@k: evidence share among the k best-scored items of the largest context.
+
+Every policy runs in the same process on the same stores, so each figure reads as a ratio to
+the baselines beside it. Conversations 0-4 are the tuning split; 5-9 are for measurement.
+Access tracking is off, so questions do not influence each other.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.bench.locomo import CATEGORIES, Conversation
+from agent_engine.embeddings import Embedder
+from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.models import ContextRequest, Task, Tier
+from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
+
+__all__ = ["BASELINES", "QualityConfig", "run_quality", "split_of"]
+
+BASELINES = ("random", "recency", "importance", "lexical", "semantic")
+"""The baseline policies every result is reported beside."""
+
+TUNING_CONVERSATIONS = 5
+"""Conversations 0-4 are for tuning; only 5-9 measure honestly."""
+
+OVERALL = (1, 2, 3, 4)
+"""Categories averaged as "overall" (the usual convention; 5 is adversarial)."""
+
+
+@attrs.frozen
+class QualityConfig:
+    """What to measure."""
+
+    budgets: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
+    policies: tuple[str, ...] = (*BASELINES, "hybrid")
+    live_turns: int = 4
+    recall_at: tuple[int, ...] = (5, 10)
+
+
+def split_of(index: int) -> str:
+    """The split a conversation belongs to: 0-4 tuning, 5-9 held out."""
+    return "tuning (0-4)" if index < TUNING_CONVERSATIONS else "held-out (5-9)"
+
+
+def _stores(
+    conversation: Conversation, embedder: Embedder, counter: TokenCounter, config: QualityConfig
+) -> tuple[ContextAssembler, Task]:
+    backend = InMemoryBackend(embedder=embedder)
+    end = conversation.ends_at + timedelta(days=1)
+    assembler = ContextAssembler(
+        backend,
+        task_backend=backend,
+        config=AssemblerConfig(track_access=False),
+        counter=counter,
+        max_project_items=None,
+        clock=lambda: end,
+    )
+    task = Task(id=conversation.sample_id, project_id=conversation.sample_id)
+    live = config.live_turns
+    history = conversation.items[:-live] if live else conversation.items
+    recent = conversation.items[-live:] if live else ()
+    assembler.project_store(task.project_id).add_many(history)
+    task_store = assembler.task_store(task)
+    task_store.add_many(
+        attrs.evolve(item, tier=Tier.TASK, namespace=task_store.namespace) for item in recent
+    )
+    return assembler, task
+
+
+def run_quality(
+    conversations: Iterable[Conversation],
+    embedder: Embedder,
+    *,
+    counter: TokenCounter = DEFAULT_COUNTER,
+    config: QualityConfig | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Measure every policy at every budget; return per-question records and aggregates."""
+    config = config or QualityConfig()
+    records: list[dict[str, Any]] = []
+    for conversation in conversations:
+        assembler, task = _stores(conversation, embedder, counter, config)
+        for question in conversation.questions:
+            evidence = set(question.evidence)
+            for policy in config.policies:
+                record: dict[str, Any] = {
+                    "conversation": conversation.index,
+                    "split": split_of(conversation.index),
+                    "category": question.category,
+                    "policy": policy,
+                    "recall": {},
+                    "full": {},
+                }
+                largest = None
+                for budget in sorted(config.budgets):
+                    package = assembler.build_context(
+                        task,
+                        ContextRequest(budget_tokens=budget, query=question.text, policy=policy),
+                    )
+                    included = {selection.item.id for selection in package.selections}
+                    found = len(evidence & included)
+                    record["recall"][budget] = found / len(evidence)
+                    record["full"][budget] = found == len(evidence)
+                    largest = package
+                if largest is not None:
+                    ranked = sorted(largest.selections, key=lambda s: (-s.score, s.item.id))
+                    for k in config.recall_at:
+                        top = {s.item.id for s in ranked[:k]}
+                        record["recall"][f"@{k}"] = len(evidence & top) / len(evidence)
+                records.append(record)
+            if progress is not None:
+                progress(1)
+    return {
+        "config": attrs.asdict(config),
+        "records": records,
+        "summary": summarize(records, config),
+    }
+
+
+def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[str, Any]:
+    """Mean recall and full-evidence share per split, policy, budget and category."""
+    keys = [*sorted(config.budgets), *(f"@{k}" for k in config.recall_at)]
+    summary: dict[str, Any] = {}
+    for split in sorted({r["split"] for r in records}):
+        summary[split] = {}
+        for policy in config.policies:
+            mine = [r for r in records if r["split"] == split and r["policy"] == policy]
+            if not mine:
+                continue
+            entry: dict[str, Any] = {}
+            for group, categories in [
+                ("overall", OVERALL),
+                *((CATEGORIES[c], (c,)) for c in sorted(CATEGORIES)),
+            ]:
+                chosen = [r for r in mine if r["category"] in categories]
+                if not chosen:
+                    continue
+                entry[group] = {
+                    "n": len(chosen),
+                    "recall": {
+                        str(k): statistics.fmean(r["recall"][k] for r in chosen) for k in keys
+                    },
+                    "full": {
+                        str(b): statistics.fmean(float(r["full"][b]) for r in chosen)
+                        for b in sorted(config.budgets)
+                    },
+                }
+            summary[split][policy] = entry
+    return summary
