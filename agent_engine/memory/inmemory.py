@@ -194,6 +194,7 @@ class _VectorIndex:
         self._size = 0
         self._row_of: dict[str, int] = {}
         self._ids: list[str] = []
+        self._ids_cache: npt.NDArray[np.str_] | None = None
 
     def put(self, item_id: str, vector: Vector | None) -> None:
         """Set (or, with ``None``, drop) the vector of ``item_id``."""
@@ -214,6 +215,7 @@ class _VectorIndex:
             self._size += 1
             self._row_of[item_id] = row
             self._ids.append(item_id)
+            self._ids_cache = None
         self._matrix[row] = normalize_rows(vector)[0]
 
     def _drop(self, row: int) -> None:
@@ -225,39 +227,63 @@ class _VectorIndex:
         self._ids.pop()
         del self._row_of[removed]
         self._size = last
+        self._ids_cache = None
 
     def ranked(
         self, query: Vector, k: int, accept: Callable[[str], bool]
     ) -> tuple[list[str], list[float]]:
-        """The ``k`` best accepted ids by score (ties by id), widening the window as needed.
+        """The ``k`` best accepted ids by score, ties by id, widening the window as needed.
 
-        Most searches finish in the first window of ``4k`` rows; a selective filter widens it
-        fourfold until ``k`` accepted items are found or every row has been seen, so the
-        result is exact either way.
+        Rows are taken in score bands: the best ``4k`` remaining rows are split into those
+        strictly above the band's lowest score (sorted, then filtered) and the rows tied at
+        it (all of them, in id order, since an id tie-break must see every tied row). Most
+        searches end in the first band; a selective filter or a sea of equal scores (a
+        feature-hashing query sharing no word with most items) widens it without a Python
+        loop over the whole store.
         """
         if self._size == 0:
             return [], []
         scores: npt.NDArray[np.float32] = self._matrix[: self._size] @ query
+        ids = self._id_array()
+        remaining = np.ones(self._size, dtype=bool)
         chosen: list[tuple[float, str]] = []
-        seen: set[int] = set()
-        window = min(self._size, 4 * k)
-        while True:
-            rows = (
-                np.argpartition(-scores, window - 1)[:window]
-                if window < self._size
-                else np.arange(self._size)
-            )
-            keys = np.array([self._ids[r] for r in rows])
-            for row in rows[np.lexsort((keys, -scores[rows]))]:
-                if int(row) in seen:
-                    continue
-                seen.add(int(row))
-                if accept(self._ids[row]):
-                    chosen.append((float(scores[row]), self._ids[row]))
-            chosen.sort(key=lambda pair: (-pair[0], pair[1]))
-            floor = float(scores[rows].min())
-            if window >= self._size or (len(chosen) >= k and chosen[k - 1][0] > floor):
+        window = 4 * k
+        while len(chosen) < k and remaining.any():
+            rows = np.flatnonzero(remaining)
+            if len(rows) > window:
+                rows = rows[np.argpartition(-scores[rows], window - 1)[:window]]
+            floor = scores[rows].min()
+            above = rows[scores[rows] > floor]
+            above = above[np.lexsort((ids[above], -scores[above]))]
+            self._take(above, scores, k, accept, chosen)
+            remaining[above] = False
+            if len(chosen) >= k:
                 break
-            window = min(self._size, window * 4)
-        top = chosen[:k]
-        return [item_id for _, item_id in top], [score for score, _ in top]
+            tied = np.flatnonzero(remaining & (scores == floor))
+            tied = tied[np.argsort(ids[tied], kind="stable")]
+            self._take(tied, scores, k, accept, chosen)
+            remaining[tied] = False
+            window *= 4
+        return [item_id for _, item_id in chosen], [score for score, _ in chosen]
+
+    def _take(
+        self,
+        rows: npt.NDArray[np.intp],
+        scores: npt.NDArray[np.float32],
+        k: int,
+        accept: Callable[[str], bool],
+        chosen: list[tuple[float, str]],
+    ) -> None:
+        """Append accepted rows, in the given order, until ``k`` are chosen."""
+        for row in rows:
+            if len(chosen) >= k:
+                return
+            item_id = self._ids[row]
+            if accept(item_id):
+                chosen.append((float(scores[row]), item_id))
+
+    def _id_array(self) -> npt.NDArray[np.str_]:
+        """The ids as a numpy array aligned with rows (rebuilt only after a change)."""
+        if self._ids_cache is None:
+            self._ids_cache = np.array(self._ids, dtype=np.str_)
+        return self._ids_cache

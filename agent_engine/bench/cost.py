@@ -1,0 +1,129 @@
+"""Cost at scale: ingestion throughput, peak memory and ``build_context`` latency per backend.
+
+Each (backend, size) cell runs in a fresh process, so its peak resident memory is its own and
+nothing cached by an earlier cell flatters a later one. Items come from
+:mod:`agent_engine.bench.synthetic`. Latency is measured on warm indexes (the first builds,
+which load the BM25 index, are reported separately as ``first_build_ms``) and the query
+embedding is timed apart from assembly. Beside each build the raw backend searches it issues
+(vector search and BM25 scoring for the same query) are timed in the same process, so the
+assembler's own cost reads as a ratio.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.bench.synthetic import _WORDS, generate
+from agent_engine.embeddings import Embedder, HashingEmbedder
+from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.models import ContextRequest, Task
+
+__all__ = ["BACKENDS", "run_cell", "run_cost"]
+
+PROJECT = "bench"
+CHUNK = 5000
+
+
+def _memory(_: Path, embedder: Embedder) -> MemoryBackend:
+    return InMemoryBackend(embedder=embedder)
+
+
+BACKENDS: dict[str, Callable[[Path, Embedder], MemoryBackend]] = {"memory": _memory}
+"""Backend factories by name: ``(work dir, embedder) -> empty backend``."""
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def _queries(count: int, seed: int = 1) -> list[str]:
+    rng = random.Random(seed)  # noqa: S311 - reproducible queries, not security
+    return [" ".join(rng.choices(_WORDS[20:], k=rng.randint(3, 7))) for _ in range(count)]
+
+
+def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[str, Any]:
+    """Measure one backend at one size (meant to run in its own process)."""
+    embedder = HashingEmbedder(dim=384)
+    with tempfile.TemporaryDirectory() as work:
+        backend = BACKENDS[backend_name](Path(work), embedder)
+        items = list(generate(size, namespace=f"project:{PROJECT}"))
+        started = time.perf_counter()
+        for offset in range(0, size, CHUNK):
+            backend.add_many(items[offset : offset + CHUNK])
+        ingest = time.perf_counter() - started
+        assembler = ContextAssembler(
+            backend,
+            task_backend=InMemoryBackend(embedder=embedder),
+            config=AssemblerConfig(track_access=False),
+            max_project_items=None,
+        )
+        task = Task(id="t", project_id=PROJECT, description="fix the flaky deploy pipeline")
+        steps = assembler.task_store(task)
+        for n in range(20):
+            steps.add_reasoning(f"step {n}: looked at the deploy logs and retry config", "work")
+        project = assembler.project_store(PROJECT)
+        texts = _queries(queries + 3)
+        started = time.perf_counter()
+        assembler.build_context(task, ContextRequest(budget_tokens=budget, query=texts[0]))
+        first_build = time.perf_counter() - started
+        for text in texts[1:3]:
+            assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))
+        builds, raws, embeds = [], [], []
+        for text in texts[3:]:
+            started = time.perf_counter()
+            vector = embedder.embed([text])[0]
+            embeds.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            project.search(vector, k=100)
+            project.backend.lexical_index(project.scope).scores(text)
+            raws.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))
+            builds.append(time.perf_counter() - started)
+        backend.close()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    ms = 1000.0
+    return {
+        "backend": backend_name,
+        "size": size,
+        "ingest_items_per_s": size / ingest,
+        "peak_rss_mb": peak_kib / 1024,
+        "first_build_ms": first_build * ms,
+        "build_p50_ms": statistics.median(builds) * ms,
+        "build_p95_ms": _percentile(builds, 0.95) * ms,
+        "raw_search_p50_ms": statistics.median(raws) * ms,
+        "raw_search_p95_ms": _percentile(raws, 0.95) * ms,
+        "query_embed_p50_ms": statistics.median(embeds) * ms,
+        "build_over_raw_p95": _percentile(builds, 0.95) / max(_percentile(raws, 0.95), 1e-9),
+    }
+
+
+def run_cost(
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
+    backends: tuple[str, ...] = ("memory",),
+    *,
+    queries: int = 50,
+    budget: int = 2048,
+    progress: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Measure every (backend, size) cell, each in a fresh process."""
+    context = multiprocessing.get_context("spawn")
+    results = []
+    for name in backends:
+        for size in sizes:
+            with context.Pool(1) as pool:
+                results.append(pool.apply(run_cell, (name, size, queries, budget)))
+            if progress is not None:
+                progress(1)
+    return results

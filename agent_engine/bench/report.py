@@ -1,0 +1,183 @@
+"""Writing benchmark results: a Markdown report, the raw JSON, and PNG plots.
+
+Every quality figure is printed beside the baselines measured in the same run, with the
+default policy's ratio to the best baseline, because a recall number alone says little about
+a paging policy; ratios to what simpler policies achieve on the same data do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from agent_engine.bench.quality import BASELINES
+
+__all__ = ["write_report"]
+
+DEFAULT_POLICY = "hybrid"
+HEADLINE_BUDGET = 1024
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _quality_tables(summary: dict[str, Any], budgets: list[int]) -> list[str]:
+    lines: list[str] = []
+    for split, policies in summary.items():
+        lines += [f"### {split}", ""]
+        header = " | ".join(f"≤{b}" for b in budgets)
+        count = next(iter(policies.values()))["overall"]["n"]
+        lines += [
+            (
+                f"Evidence recall, categories 1-4 (n = {count} questions). Last row: the default "
+                "policy over the best baseline at that budget."
+            ),
+            "",
+            f"| policy | {header} | R@5 | R@10 | full@1024 |",
+            "|---" * (len(budgets) + 4) + "|",
+        ]
+        for policy, entry in policies.items():
+            recall = entry["overall"]["recall"]
+            cells = " | ".join(f"{recall[str(b)]:.3f}" for b in budgets)
+            full = entry["overall"]["full"].get("1024")
+            full_cell = f"{full:.3f}" if full is not None else "-"
+            at5, at10 = recall.get("@5", 0.0), recall.get("@10", 0.0)
+            lines.append(f"| {policy} | {cells} | {at5:.3f} | {at10:.3f} | {full_cell} |")
+        baselines = [p for p in BASELINES if p in policies]
+        if DEFAULT_POLICY in policies and baselines:
+            ratios = []
+            for b in budgets:
+                best = max(policies[p]["overall"]["recall"][str(b)] for p in baselines)
+                mine = policies[DEFAULT_POLICY]["overall"]["recall"][str(b)]
+                ratios.append(f"{mine / best:.2f}x" if best else "-")
+            lines.append(f"| *{DEFAULT_POLICY} / best baseline* | {' | '.join(ratios)} | | | |")
+        lines.append("")
+        if DEFAULT_POLICY in policies:
+            lines += _category_table(policies, budgets)
+    return lines
+
+
+def _category_table(policies: dict[str, Any], budgets: list[int]) -> list[str]:
+    budget = str(HEADLINE_BUDGET if HEADLINE_BUDGET in budgets else budgets[len(budgets) // 2])
+    categories = [c for c in policies[DEFAULT_POLICY] if c != "overall"]
+    lines = [
+        f"Per category, recall within {budget} tokens:",
+        "",
+        "| policy | " + " | ".join(categories) + " |",
+        "|---" * (len(categories) + 1) + "|",
+    ]
+    for policy, entry in policies.items():
+        cells = " | ".join(
+            f"{entry[c]['recall'][budget]:.3f} (n={entry[c]['n']})" if c in entry else "-"
+            for c in categories
+        )
+        lines.append(f"| {policy} | {cells} |")
+    return [*lines, ""]
+
+
+def _cost_table(cells: list[dict[str, Any]]) -> list[str]:
+    header = (
+        "| backend | items | ingest items/s | peak RSS MB | build p50 ms | build p95 ms | "
+        "raw searches p95 ms | build/raw p95 | first build ms | query embed p50 ms |"
+    )
+    lines = [header, "|---" * 10 + "|"]
+    lines.extend(
+        f"| {cell['backend']} | {cell['size']:,} | {cell['ingest_items_per_s']:,.0f} | "
+        f"{cell['peak_rss_mb']:.0f} | {cell['build_p50_ms']:.2f} | {cell['build_p95_ms']:.2f} | "
+        f"{cell['raw_search_p95_ms']:.2f} | {cell['build_over_raw_p95']:.2f} | "
+        f"{cell['first_build_ms']:.0f} | {cell['query_embed_p50_ms']:.2f} |"
+        for cell in cells
+    )
+    return [*lines, ""]
+
+
+def _plots(results: dict[str, Any], out: Path) -> list[str]:
+    try:
+        import matplotlib as mpl  # noqa: PLC0415 - optional dependency, only for plots
+
+        mpl.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return ["(matplotlib is not installed: no plots; install agent-engine[bench])"]
+    written = []
+    quality = results.get("quality")
+    if quality:
+        budgets = sorted(quality["config"]["budgets"])
+        for split, policies in quality["summary"].items():
+            figure, axes = plt.subplots(figsize=(7, 4.5))
+            for policy, entry in policies.items():
+                values = [entry["overall"]["recall"][str(b)] for b in budgets]
+                axes.plot(
+                    budgets,
+                    values,
+                    marker="o",
+                    label=policy,
+                    linewidth=2.5 if policy == DEFAULT_POLICY else 1.2,
+                )
+            axes.set_xscale("log", base=2)
+            axes.set_xticks(budgets, [str(b) for b in budgets])
+            axes.set_xlabel("token budget")
+            axes.set_ylabel("evidence recall (categories 1-4)")
+            axes.set_title(f"LoCoMo {split}: recall against budget")
+            axes.grid(visible=True, alpha=0.3)
+            axes.legend()
+            name = f"quality-{_slug(split)}.png"
+            figure.tight_layout()
+            figure.savefig(out / name, dpi=110)
+            plt.close(figure)
+            written.append(name)
+    cost = results.get("cost")
+    if cost:
+        figure, axes = plt.subplots(figsize=(7, 4.5))
+        for backend in dict.fromkeys(cell["backend"] for cell in cost):
+            cells = [c for c in cost if c["backend"] == backend]
+            axes.plot(
+                [c["size"] for c in cells],
+                [c["build_p95_ms"] for c in cells],
+                marker="o",
+                label=f"{backend} p95",
+            )
+            axes.plot(
+                [c["size"] for c in cells],
+                [c["build_p50_ms"] for c in cells],
+                marker=".",
+                linestyle="--",
+                label=f"{backend} p50",
+            )
+        axes.set_xscale("log")
+        axes.set_xlabel("items in project memory")
+        axes.set_ylabel("build_context latency (ms)")
+        axes.set_title("build_context latency against store size")
+        axes.grid(visible=True, alpha=0.3)
+        axes.legend()
+        figure.tight_layout()
+        figure.savefig(out / "cost-latency.png", dpi=110)
+        plt.close(figure)
+        written.append("cost-latency.png")
+    return [f"![{name}]({name})" for name in written]
+
+
+def write_report(results: dict[str, Any], out: Path) -> Path:
+    """Write ``report.md``, ``results.json`` and plots into ``out``; return the report path."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+    meta = results.get("meta", {})
+    lines = ["# agent_engine benchmark report", ""]
+    lines += [f"- {key}: {value}" for key, value in meta.items()]
+    lines.append("")
+    if "quality" in results:
+        budgets = sorted(results["quality"]["config"]["budgets"])
+        lines += [
+            "## Quality: LoCoMo evidence recall",
+            "",
+            *_quality_tables(results["quality"]["summary"], budgets),
+        ]
+    if "cost" in results:
+        lines += ["## Cost", "", *_cost_table(results["cost"])]
+    lines += ["## Plots", "", *_plots(results, out), ""]
+    report = out / "report.md"
+    report.write_text("\n".join(lines), encoding="utf-8")
+    return report

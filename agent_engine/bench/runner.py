@@ -1,0 +1,150 @@
+"""One entry point for the whole suite: ``agent-engine bench``, ``python -m agent_engine.bench``."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from agent_engine.bench import cost as cost_suite
+from agent_engine.bench import locomo
+from agent_engine.bench.quality import QualityConfig, run_quality
+from agent_engine.bench.report import write_report
+from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersTokenCounter
+
+__all__ = ["SuiteOptions", "run_suite"]
+
+Progress = Callable[[str, int], Callable[[int], None]]
+"""Progress factory: ``(task description, total steps) -> advance(n)``."""
+
+
+@attrs.frozen
+class SuiteOptions:
+    """What to run and where to write it."""
+
+    parts: frozenset[str] = frozenset({"quality", "cost"})
+    data: Path | None = None
+    out: Path = Path("bench-results")
+    embedder: str = "minilm"
+    counter: str = "model"
+    conversations: tuple[int, ...] = tuple(range(10))
+    quality: QualityConfig = attrs.field(factory=QualityConfig)
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    backends: tuple[str, ...] = ("memory",)
+    queries: int = 50
+
+
+def _embedder(name: str) -> Embedder:
+    if name == "hashing":
+        return HashingEmbedder(dim=1024)
+    return SentenceTransformerEmbedder(None if name == "minilm" else name)
+
+
+def _counter(name: str, embedder: Embedder) -> TokenCounter:
+    """``model``: the embedder's own tokenizer when it has one (exact counts), else the default."""
+    tokenizer = getattr(embedder, "tokenizer", None)
+    if name == "model" and tokenizer is not None:
+        return TransformersTokenCounter(tokenizer)
+    return DEFAULT_COUNTER
+
+
+def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
+    """Run the selected parts and write the report; return the report's path."""
+    results: dict[str, Any] = {
+        "meta": {
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": (
+                f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+            ),
+        }
+    }
+    if "quality" in options.parts:
+        conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
+        embedder = _embedder(options.embedder)
+        counter = _counter(options.counter, embedder)
+        results["meta"].update(
+            {
+                "embedder": embedder.name,
+                "token counter": counter.name,
+                "conversations": list(options.conversations),
+            }
+        )
+        total = sum(len(c.questions) for c in conversations)
+        advance = progress("quality (questions)", total) if progress else None
+        results["quality"] = run_quality(
+            conversations, embedder, counter=counter, config=options.quality, progress=advance
+        )
+    if "cost" in options.parts:
+        advance = (
+            progress("cost (cells)", len(options.sizes) * len(options.backends))
+            if progress
+            else None
+        )
+        results["cost"] = cost_suite.run_cost(
+            options.sizes, options.backends, queries=options.queries, progress=advance
+        )
+    return write_report(results, options.out)
+
+
+def parse_ints(text: str) -> tuple[int, ...]:
+    """``"0-4,7"`` -> ``(0, 1, 2, 3, 4, 7)``."""
+    values: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            low, high = part.split("-", 1)
+            values.extend(range(int(low), int(high) + 1))
+        elif part.strip():
+            values.append(int(part))
+    return tuple(values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m agent_engine.bench``: the suite with a progress bar."""
+    import argparse  # noqa: PLC0415 - only the script entry needs it
+
+    from rich.progress import Progress as RichProgress  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="python -m agent_engine.bench", description=__doc__)
+    parser.add_argument(
+        "parts", nargs="*", default=["quality", "cost"], choices=["quality", "cost"]
+    )
+    parser.add_argument("--data", type=Path, default=None, help="locomo10.json (or its folder)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument(
+        "--embedder", default="minilm", help="minilm, hashing, or a model name/path"
+    )
+    parser.add_argument("--counter", default="model", choices=["model", "heuristic"])
+    parser.add_argument("--conversations", default="0-9")
+    parser.add_argument("--budgets", default="256,512,1024,2048,4096")
+    parser.add_argument("--policies", default=",".join(QualityConfig().policies))
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--backends", default="memory")
+    args = parser.parse_args(argv)
+    options = SuiteOptions(
+        parts=frozenset(args.parts),
+        data=args.data,
+        out=args.out,
+        embedder=args.embedder,
+        counter=args.counter,
+        conversations=parse_ints(args.conversations),
+        quality=QualityConfig(
+            budgets=parse_ints(args.budgets), policies=tuple(args.policies.split(","))
+        ),
+        sizes=parse_ints(args.sizes),
+        backends=tuple(args.backends.split(",")),
+    )
+    with RichProgress() as bar:
+
+        def progress(description: str, total: int) -> Callable[[int], None]:
+            task = bar.add_task(description, total=total)
+            return lambda n: bar.advance(task, n)
+
+        report = run_suite(options, progress)
+    print(f"report: {report}")  # noqa: T201 - the script's output
+    return 0
