@@ -1,0 +1,146 @@
+"""The benchmark suite's own parts: data loading, the synthetic generator, the report."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from agent_engine import ValidationError
+from agent_engine.bench import locomo
+from agent_engine.bench.quality import QualityConfig, run_quality, split_of
+from agent_engine.bench.report import write_report
+from agent_engine.bench.runner import parse_ints
+from agent_engine.bench.synthetic import generate
+from agent_engine.embeddings import HashingEmbedder
+
+SAMPLE = {
+    "sample_id": "conv-x",
+    "conversation": {
+        "speaker_a": "Ann",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Miso."},
+            {"speaker": "Bob", "dia_id": "D1:2", "text": "Lovely!", "blip_caption": "a grey cat"},
+        ],
+        "session_2_date_time": "9:00 am on 9 May, 2023",
+        "session_2": [
+            {"speaker": "Bob", "dia_id": "D2:1", "text": "I started painting sunsets."},
+            {"speaker": "Ann", "dia_id": "D2:2", "text": "Show me one!"},
+        ],
+        "session_3_date_time": "9:00 am on 10 May, 2023",
+    },
+    "qa": [
+        {
+            "question": "What is Ann's cat called?",
+            "answer": "Miso",
+            "evidence": ["D1:1"],
+            "category": 4,
+        },
+        {
+            "question": "What does Bob paint?",
+            "answer": "sunsets",
+            "evidence": ["D2:1; D1:2"],
+            "category": 1,
+        },
+        {
+            "question": "Broken ids",
+            "answer": "x",
+            "evidence": ["D:2:2", "D", "D9:9"],
+            "category": 2,
+        },
+        {"question": "No evidence", "answer": "x", "evidence": [], "category": 3},
+        {"question": "Only missing", "answer": "x", "evidence": ["D7:1"], "category": 5},
+    ],
+}
+
+
+@pytest.fixture
+def data(tmp_path):
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps([SAMPLE]), encoding="utf-8")
+    return path
+
+
+class TestLocomo:
+    def test_turns_become_items(self, data):
+        """Turns become ordered items: speaker as source, session date as time, caption kept."""
+        (conversation,) = locomo.load(data)
+        first, second, third, _ = conversation.items
+        assert first.text == "Ann: I adopted a cat named Miso."
+        assert second.text == "Bob: Lovely! [shares image: a grey cat]"
+        assert (first.source, first.session) == ("Ann", "session 1")
+        assert first.timestamp.isoformat() == "2023-05-08T13:56:00+00:00"
+        assert second.timestamp > first.timestamp
+        assert third.session == "session 2"
+
+    def test_evidence_is_repaired(self, data):
+        """Multi-id strings split, D:2:2 is D2:2, unknown ids drop, empty questions go."""
+        (conversation,) = locomo.load(data)
+        evidence = {q.text: q.evidence for q in conversation.questions}
+        assert evidence == {
+            "What is Ann's cat called?": ("conv-x:D1:1",),
+            "What does Bob paint?": ("conv-x:D2:1", "conv-x:D1:2"),
+            "Broken ids": ("conv-x:D2:2",),
+        }
+
+    def test_folder_and_missing_file(self, data, tmp_path):
+        """A folder holding the file works; a missing file is a clear error."""
+        assert len(locomo.load(data.parent)) == 1
+        with pytest.raises(ValidationError, match="AGENT_ENGINE_LOCOMO"):
+            locomo.load(tmp_path / "nowhere.json")
+
+    def test_quality_runs_on_tiny_data(self, data):
+        """The quality run scores every question for every policy and budget."""
+        conversations = locomo.load(data)
+        result = run_quality(
+            conversations,
+            HashingEmbedder(dim=64),
+            config=QualityConfig(budgets=(64, 4096), policies=("recency", "hybrid"), live_turns=1),
+        )
+        assert len(result["records"]) == 3 * 2
+        hybrid = result["summary"]["tuning (0-4)"]["hybrid"]["overall"]
+        assert hybrid["recall"]["4096"] == 1.0
+        assert split_of(4) != split_of(5)
+
+
+class TestSynthetic:
+    def test_deterministic_and_shaped(self):
+        """The same seed gives the same items; kinds, tags and sizes follow their distributions."""
+        first = list(generate(2000, seed=3))
+        assert first == list(generate(2000, seed=3))
+        kinds = Counter(item.kind for item in first)
+        assert kinds.most_common(1)[0][0] == "note"
+        assert 0.0 < sum(item.pinned for item in first) / len(first) < 0.05
+        tags = Counter(tag for item in first for tag in item.tags)
+        assert tags.most_common(1)[0][1] > 10 * tags.most_common()[-1][1]
+        lengths = sorted(len(item.text.split()) for item in first)
+        assert 15 <= lengths[len(lengths) // 2] <= 60
+        assert lengths[-1] > 150
+
+
+class TestReport:
+    def test_writes_markdown_json_and_plots(self, data, tmp_path):
+        """The report holds the tables, the raw JSON and one plot per split."""
+        quality = run_quality(
+            locomo.load(data),
+            HashingEmbedder(dim=64),
+            config=QualityConfig(budgets=(64, 1024), policies=("recency", "hybrid"), live_turns=1),
+        )
+        report = write_report(
+            {"meta": {"embedder": "hashing"}, "quality": quality}, tmp_path / "out"
+        )
+        text = report.read_text(encoding="utf-8")
+        assert "| hybrid |" in text
+        assert "hybrid / best baseline" in text
+        assert (
+            json.loads((tmp_path / "out" / "results.json").read_text())["meta"]["embedder"]
+            == "hashing"
+        )
+        assert (tmp_path / "out" / "quality-tuning-0-4.png").stat().st_size > 1000
+
+    def test_parse_ints(self):
+        """Ranges and lists of numbers parse as the CLI documents."""
+        assert parse_ints("0-2,5") == (0, 1, 2, 5)
