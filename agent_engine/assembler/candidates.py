@@ -75,6 +75,9 @@ def gather(
     stay out of the pool.
     """
     wanted = policy.sources
+    if not query and wanted & {DENSE, LEXICAL}:
+        # Nothing to be relevant to: fall back to what is new and what matters.
+        wanted = wanted | {RECENT, IMPORTANT}
     needs_index = bool(wanted & {LEXICAL, NEIGHBOURS}) or policy.strip_sources
     index = store.backend.lexical_index(store.scope) if needs_index else None
     names = named_sources(query, index.sources()) if index is not None and query else frozenset()

@@ -292,10 +292,7 @@ DEFAULT_POLICIES: Mapping[str, Policy] = {
     policy.name: policy
     for policy in (
         Policy(
-            "hybrid",
-            HybridScorer(),
-            frozenset({DENSE, LEXICAL, NEIGHBOURS, RECENT, IMPORTANT}),
-            strip_sources=True,
+            "hybrid", HybridScorer(), frozenset({DENSE, LEXICAL, NEIGHBOURS}), strip_sources=True
         ),
         Policy("importance", ImportanceScorer(), frozenset({IMPORTANT})),
         Policy("recency", RecencyScorer(), frozenset({RECENT})),

@@ -7,7 +7,10 @@ so what is counted is what is rendered (seed 001 section 15 for the formats).
 Within a tier, items are grouped by session (a header carrying the session's date is paid once
 per group, which measured 3.6 tokens per item instead of 14 for a header on every line) and
 ordered by time; tiers appear global, then project, then task, so the most recent steps sit
-nearest the question.
+nearest the question. Headers and markers are kept lean because every token they cost is a
+token of memory left out: a group header is a plain ``date, session:`` line (Markdown heading
+hashes cost a WordPiece token each) and conversation turns, which carry their speaker, need
+no bullet or label.
 """
 
 from __future__ import annotations
@@ -79,9 +82,7 @@ class Layout:
                 f"<session name={quoteattr(session)} date={quoteattr(_date(started))}>",
                 "</session>",
             )
-        if self.format is RenderFormat.MARKDOWN:
-            return f"### {_date(started)} · {session}", ""
-        return f"({_date(started)}, {session})", ""
+        return f"{_date(started)}, {session}:", ""
 
     def shown(self, body: str) -> str:
         """The body as it appears inside a line (escaped in XML)."""
@@ -91,9 +92,10 @@ class Layout:
         """One item's line around its (possibly truncated) body."""
         if self.format is RenderFormat.XML:
             return f"<item kind={quoteattr(item.kind)}>{self.shown(body)}</item>"
-        label = "" if item.kind in self.plain_kinds else f"[{item.kind}] "
+        if item.kind in self.plain_kinds:
+            return body
         marker = "- " if self.format is RenderFormat.MARKDOWN else ""
-        return f"{marker}{label}{body}"
+        return f"{marker}[{item.kind}] {body}"
 
 
 @attrs.frozen

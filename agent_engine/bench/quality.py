@@ -16,13 +16,14 @@ Access tracking is off, so questions do not influence each other.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 import attrs
 
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
 from agent_engine.bench.locomo import CATEGORIES, Conversation
 from agent_engine.embeddings import Embedder
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -57,7 +58,11 @@ def split_of(index: int) -> str:
 
 
 def _stores(
-    conversation: Conversation, embedder: Embedder, counter: TokenCounter, config: QualityConfig
+    conversation: Conversation,
+    embedder: Embedder,
+    counter: TokenCounter,
+    config: QualityConfig,
+    policies: Mapping[str, Policy],
 ) -> tuple[ContextAssembler, Task]:
     backend = InMemoryBackend(embedder=embedder)
     end = conversation.ends_at + timedelta(days=1)
@@ -66,6 +71,7 @@ def _stores(
         task_backend=backend,
         config=AssemblerConfig(track_access=False),
         counter=counter,
+        policies=policies,
         max_project_items=None,
         clock=lambda: end,
     )
@@ -87,13 +93,18 @@ def run_quality(
     *,
     counter: TokenCounter = DEFAULT_COUNTER,
     config: QualityConfig | None = None,
+    policies: Mapping[str, Policy] = DEFAULT_POLICIES,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Measure every policy at every budget; return per-question records and aggregates."""
+    """Measure every policy at every budget; return per-question records and aggregates.
+
+    ``policies`` is the registry the names in ``config.policies`` are looked up in, so a
+    custom policy can be measured beside the shipped ones.
+    """
     config = config or QualityConfig()
     records: list[dict[str, Any]] = []
     for conversation in conversations:
-        assembler, task = _stores(conversation, embedder, counter, config)
+        assembler, task = _stores(conversation, embedder, counter, config, policies)
         for question in conversation.questions:
             evidence = set(question.evidence)
             for policy in config.policies:
