@@ -277,7 +277,7 @@ class ContextAssembler:
             if self.config.head:
                 head = store.query(None, limit=self.config.head, order_by="-timestamp")
             if self.config.tail:
-                tail = store.query(None, limit=self.config.tail)
+                tail = self._tail(store)
         candidates, pinned = gather(store, query, policy, self.config.limits, now)
         everything = {
             **candidates.items,
@@ -308,6 +308,27 @@ class ContextAssembler:
         ]
         ranked = self._threshold(rest, omitted)
         return _TierPlan(store.tier, store, pinned_entries, protected, ranked, len(everything))
+
+    def _tail(self, store: TierStore) -> list[ContextItem]:
+        """The last ``tail`` items of the timeline, newest first.
+
+        Backends break timestamp ties by ascending id, so a plain newest-first query keeps the
+        *earliest* of items that share a timestamp (a frozen or coarse clock, a batch written
+        at once). Ids are time-ordered: among the tied items, the greatest ids are the latest.
+        """
+        newest = store.query(None, limit=self.config.tail)
+        if not newest:
+            return []
+        boundary = newest[-1].timestamp
+        newer = sorted(
+            (item for item in newest if item.timestamp > boundary),
+            key=lambda item: (item.timestamp, item.id),
+            reverse=True,
+        )
+        tied = store.query(
+            {"timestamp": boundary}, limit=self.config.tail - len(newer), order_by="id"
+        )
+        return newer + tied
 
     def _threshold(self, entries: list[Entry], omitted: list[Omission]) -> list[Entry]:
         """Drop entries under ``min_score`` (recording why) and rank the rest, best first."""
