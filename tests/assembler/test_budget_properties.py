@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
@@ -31,7 +32,7 @@ VOCABULARY = (
     "deploy api database migration flaky test login sleep wait cache pip node version "
     "preference tabs spaces review commit branch release rollback incident latency "
     "caroline melanie yesterday painting 2024 12345678 v1.2.3 é naïve 日本語 <tag> a&b "
-    "extraordinarily-long-hyphenated-identifier_with_underscores ! ? ; :"
+    "extraordinarily-long-hyphenated-identifier_with_underscores ! ? ; : \x1b[31mFAILED\x1b[0m"
 )
 WORDS = VOCABULARY.split()
 
@@ -170,6 +171,8 @@ class TestEveryPackage:
         # and the accounting never under-counts what is rendered.
         assert DEFAULT_COUNTER.count(rendered) <= package.tokens_used <= budget
         assert sum(s.tokens for s in package.selections) == package.tokens_used
+        if scenario["format"] is RenderFormat.XML:
+            ET.fromstring(f"<context>{rendered}</context>")  # noqa: S314 - our own output
 
         # (b) no item twice, no content twice.
         ids = [s.item.id for s in package.selections]
