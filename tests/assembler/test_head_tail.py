@@ -160,6 +160,35 @@ class TestHeadTailOverTheTaskShare:
         assert list(picked.values()).count(SelectionReason.RANKED) == 1
         assert package.tokens_used <= request.budget_tokens
 
+    def test_waiting_tail_beats_the_middle_to_spill_over(self, backend, clock):
+        """A TAIL item that missed the task share gets spill-over before a middle item that
+        would have fit in the share's last gap."""
+        assembler = make(backend, clock, head=1, tail=2)
+        store = assembler.task_store(TASK)
+        first = store.add_instruction(STEP.format(0))
+        middle = store.add_reasoning("canary ok", "work")
+        tail = [store.add_reasoning(STEP.format(n), "work") for n in (1, 2)]
+        request = {"query": "canary", "policy": "lexical"}
+        roomy = assembler.build_context(TASK, ContextRequest(budget_tokens=100_000, **request))
+        charged = {s.item.id: s.tokens for s in roomy.selections}
+        assert charged[middle.id] < charged[tail[0].id]
+        budget = charged[first.id] + 2 * charged[tail[0].id]
+        # The task share misses one token: the older TAIL item waits, a gap the middle item
+        # fits in remains, and the global share (global memory is empty) spills over.
+        shares = TierShares((budget - 1) / budget, 0.0, 1 / budget)
+        package = assembler.build_context(
+            TASK, ContextRequest(budget_tokens=budget, shares=shares, **request)
+        )
+        assert chosen(package) == {
+            first.id: SelectionReason.HEAD,
+            tail[0].id: SelectionReason.TAIL,
+            tail[1].id: SelectionReason.TAIL,
+        }
+        assert {o.item_id: o.reason for o in package.omissions} == {
+            middle.id: OmissionReason.LOWER_SCORE
+        }
+        assert package.tokens_used == budget
+
 
 class TestOversizedItems:
     def test_head_larger_than_the_task_share_is_truncated(self, backend, clock):
