@@ -8,7 +8,8 @@ and its user's global memory under ``request.budget_tokens``:
    scores them; the task tier also keeps the HEAD (first items: the instructions) and TAIL
    (latest steps) of its timeline;
 3. the packer fills the budget: pinned items first, then each tier within its share, then
-   whatever is left flows to the tiers in spill order (work-conserving);
+   whatever is left flows to the tiers in spill order (work-conserving); HEAD and TAIL items
+   come before any item from the middle, in the share and in the spill-over;
 4. the chosen items get their access recorded in one write per backend.
 
 If a tier's backend fails, the package is built from the healthy tiers and names the failure
@@ -277,7 +278,7 @@ class ContextAssembler:
             if self.config.head:
                 head = store.query(None, limit=self.config.head, order_by="-timestamp")
             if self.config.tail:
-                tail = store.query(None, limit=self.config.tail)
+                tail = self._tail(store)
         candidates, pinned = gather(store, query, policy, self.config.limits, now)
         everything = {
             **candidates.items,
@@ -309,6 +310,27 @@ class ContextAssembler:
         ranked = self._threshold(rest, omitted)
         return _TierPlan(store.tier, store, pinned_entries, protected, ranked, len(everything))
 
+    def _tail(self, store: TierStore) -> list[ContextItem]:
+        """The last ``tail`` items of the timeline, newest first.
+
+        Backends break timestamp ties by ascending id, so a plain newest-first query keeps the
+        *earliest* of items that share a timestamp (a frozen or coarse clock, a batch written
+        at once). Ids are time-ordered: among the tied items, the greatest ids are the latest.
+        """
+        newest = store.query(None, limit=self.config.tail)
+        if not newest:
+            return []
+        boundary = newest[-1].timestamp
+        newer = sorted(
+            (item for item in newest if item.timestamp > boundary),
+            key=lambda item: (item.timestamp, item.id),
+            reverse=True,
+        )
+        tied = store.query(
+            {"timestamp": boundary}, limit=self.config.tail - len(newer), order_by="id"
+        )
+        return newer + tied
+
     def _threshold(self, entries: list[Entry], omitted: list[Omission]) -> list[Entry]:
         """Drop entries under ``min_score`` (recording why) and rank the rest, best first."""
         floor = self.config.min_score
@@ -330,15 +352,23 @@ class ContextAssembler:
         by_spill = [plans[tier] for tier in self.config.spill_order if tier in plans]
         for plan in by_prompt:  # phase 0: pinned, against the whole budget
             packer.offer_all(plan.pinned, left, may_truncate=True)
+
+        def room(tier: Tier) -> Callable[[], int]:
+            return lambda: allocation[tier] - packer.used[tier]
+
+        deferred: list[_TierPlan] = []
         for plan in by_spill:  # phase 1: each tier within its share
-
-            def room(tier: Tier = plan.tier) -> int:
-                return allocation[tier] - packer.used[tier]
-
-            packer.offer_all(plan.protected, room, may_truncate=True)
-            packer.offer_all(plan.ranked, room, may_truncate=False)
+            packer.offer_all(plan.protected, room(plan.tier), may_truncate=True)
+            if any(entry.item.id in packer.skipped for entry in plan.protected):
+                # A HEAD/TAIL item is waiting: the middle must not take room that, with the
+                # spill-over, would let it in. It gets its share after phase 2's protected turn.
+                deferred.append(plan)
+            else:
+                packer.offer_all(plan.ranked, room(plan.tier), may_truncate=False)
         for plan in by_spill:  # phase 2: spill-over, protected items first
             packer.offer_all(plan.pinned + plan.protected, left, may_truncate=False)
+        for plan in deferred:
+            packer.offer_all(plan.ranked, room(plan.tier), may_truncate=False)
         for plan in by_spill:
             packer.offer_all(plan.ranked, left, may_truncate=False)
 

@@ -8,7 +8,9 @@ group header (the layout's own strings, counted by the same counter). Phases, in
 1. each tier within its own allocation: the task timeline's HEAD then TAIL, then the ranked
    middle; other tiers their ranked candidates;
 2. spill-over: the budget left by every tier goes to the tiers in ``spill_order``, protected
-   items (HEAD/TAIL) first, then ranked ones.
+   items (HEAD/TAIL) first, then ranked ones. A tier with a HEAD or TAIL item still waiting
+   offers its ranked middle only after that turn (first within what is left of its share),
+   so a middle item never takes room a waiting HEAD or TAIL item could have had.
 
 A pinned, HEAD or TAIL item larger than its tier's whole allocation is truncated with a
 visible marker to what is left, instead of being dropped; any other item that does not fit is

@@ -16,6 +16,7 @@ no bullet or label.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
@@ -43,6 +44,14 @@ class RenderFormat(enum.StrEnum):
     TEXT = "text"
     MARKDOWN = "markdown"
     XML = "xml"
+
+
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_safe(text: str) -> str:
+    """Text XML 1.0 can hold: characters it forbids (a terminal's colour codes) become U+FFFD."""
+    return _XML_FORBIDDEN.sub("\ufffd", text)
 
 
 _TITLES = {Tier.GLOBAL: "Global memory", Tier.PROJECT: "Project memory", Tier.TASK: "Task memory"}
@@ -79,19 +88,19 @@ class Layout:
         """Opening and closing text of a session group."""
         if self.format is RenderFormat.XML:
             return (
-                f"<session name={quoteattr(session)} date={quoteattr(_date(started))}>",
+                f"<session name={quoteattr(_xml_safe(session))} date={quoteattr(_date(started))}>",
                 "</session>",
             )
         return f"{_date(started)}, {session}:", ""
 
     def shown(self, body: str) -> str:
-        """The body as it appears inside a line (escaped in XML)."""
-        return escape(body) if self.format is RenderFormat.XML else body
+        """The body as it appears inside a line (in XML: made XML-safe, then escaped)."""
+        return escape(_xml_safe(body)) if self.format is RenderFormat.XML else body
 
     def line(self, item: ContextItem, body: str) -> str:
         """One item's line around its (possibly truncated) body."""
         if self.format is RenderFormat.XML:
-            return f"<item kind={quoteattr(item.kind)}>{self.shown(body)}</item>"
+            return f"<item kind={quoteattr(_xml_safe(item.kind))}>{self.shown(body)}</item>"
         if item.kind in self.plain_kinds:
             return body
         marker = "- " if self.format is RenderFormat.MARKDOWN else ""

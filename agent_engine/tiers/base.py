@@ -184,9 +184,16 @@ class TierStore:
         return batch
 
     def update(self, item: ContextItem) -> ContextItem:
-        """Replace one of this store's items; foreign or unknown ids are not found."""
+        """Replace one of this store's items; foreign or unknown ids are not found.
+
+        An item whose body changed but that still carries the stored item's ``token_cost``
+        (what ``attrs.evolve(item, text=...)`` gives) has its cost counted again, so the
+        assembler never charges new text at an old price.
+        """
         self._check_scope([item])
-        self.require(item.id)
+        current = self.require(item.id)
+        if item.body != current.body and item.token_cost == current.token_cost:
+            item = attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
         with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
             self.backend.update(item)
         return item

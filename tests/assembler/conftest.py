@@ -1,0 +1,20 @@
+"""Assembler tests run on every backend: they reuse the tier tests' `backend` and `clock`.
+
+New backends are added to ``BACKENDS`` in ``tests/tiers/conftest.py``; the assembler tests
+pick them up from there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_engine import ContextAssembler
+from tests.tiers.conftest import backend, clock
+
+__all__ = ["assembler", "backend", "clock"]
+
+
+@pytest.fixture
+def assembler(backend, clock):
+    """An assembler whose three tiers share the `backend` (global writes are approved)."""
+    return ContextAssembler(backend, clock=clock, confirm=lambda _request: True)

@@ -1,0 +1,208 @@
+"""Properties of every package, whatever the memory, budget, split, policy and format."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_engine import (
+    DEFAULT_COUNTER,
+    DEFAULT_POLICIES,
+    AssemblerConfig,
+    ContextAssembler,
+    ContextRequest,
+    HashingEmbedder,
+    InMemoryBackend,
+    Layout,
+    OmissionReason,
+    RenderFormat,
+    SelectionReason,
+    Status,
+    Task,
+    Tier,
+    TierShares,
+)
+
+NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
+
+VOCABULARY = (
+    "deploy api database migration flaky test login sleep wait cache pip node version "
+    "preference tabs spaces review commit branch release rollback incident latency "
+    "caroline melanie yesterday painting 2024 12345678 v1.2.3 é naïve 日本語 <tag> a&b "
+    "extraordinarily-long-hyphenated-identifier_with_underscores ! ? ; : \x1b[31mFAILED\x1b[0m"
+)
+WORDS = VOCABULARY.split()
+
+phrases = st.lists(st.sampled_from(WORDS), min_size=1, max_size=30)
+texts = st.one_of(
+    phrases,
+    # Far beyond most budgets (up to ~5,000 tokens); repeating keeps generation cheap.
+    st.tuples(phrases, st.integers(20, 500)).map(lambda pair: pair[0] * pair[1]),
+).map(" ".join)
+
+
+@st.composite
+def item_specs(draw):
+    return {
+        "text": draw(texts),
+        "kind": draw(st.sampled_from(["note", "turn", "decision", "tool_output"])),
+        "status": draw(st.sampled_from(list(Status))),
+        "session": draw(st.sampled_from(["", "", "s1", "s2", "session three"])),
+        "importance": draw(st.sampled_from([0.0, 0.3, 0.5, 0.9, 1.0])),
+        "age": timedelta(hours=draw(st.integers(0, 24 * 60))),
+        "expires": draw(st.sampled_from([None, None, None, -1, 1])),
+        "copy_of": draw(st.none() | st.integers(0, 100)),
+        "payload_only": draw(st.integers(0, 9)) == 0,  # shown as its payload's fields
+    }
+
+
+@st.composite
+def shares(draw):
+    task, project, global_ = (draw(st.integers(0, 10)) for _ in range(3))
+    total = task + project + global_
+    if not total:
+        task = total = 1
+    rest = max(0.0, 1 - task / total - project / total)
+    return TierShares(task / total, project / total, rest)
+
+
+scenarios = st.fixed_dictionaries(
+    {
+        "tiers": st.fixed_dictionaries({tier: st.lists(item_specs(), max_size=8) for tier in Tier}),
+        "budget": st.integers(1, 4000),
+        "shares": shares(),
+        "policy": st.sampled_from(sorted(DEFAULT_POLICIES)),
+        "head": st.integers(0, 4),
+        "tail": st.integers(0, 4),
+        "format": st.sampled_from(list(RenderFormat)),
+        "query": st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join),
+        "shares_on_request": st.booleans(),
+    }
+)
+
+
+def build(scenario):
+    """Store the scenario's items in a fresh in-memory assembler and build one package."""
+    shares_ = scenario["shares"]
+    config = AssemblerConfig(
+        head=scenario["head"],
+        tail=scenario["tail"],
+        layout=Layout(format=scenario["format"]),
+        shares=TierShares() if scenario["shares_on_request"] else shares_,
+    )
+    assembler = ContextAssembler(
+        InMemoryBackend(embedder=HashingEmbedder(dim=32)),
+        config=config,
+        clock=lambda: NOW,
+        confirm=lambda _request: True,
+        max_project_items=None,
+    )
+    task = Task(id="t", project_id="p", user_id="u")
+    stores = {
+        Tier.TASK: assembler.task_store(task),
+        Tier.PROJECT: assembler.project_store("p"),
+        Tier.GLOBAL: assembler.global_store("u"),
+    }
+    all_texts = [spec["text"] for specs in scenario["tiers"].values() for spec in specs]
+    items = []
+    for tier, specs in scenario["tiers"].items():
+        store = stores[tier]
+        batch = []
+        for spec in specs:
+            text = spec["text"]
+            if spec["copy_of"] is not None and all_texts:
+                text = all_texts[spec["copy_of"] % len(all_texts)].upper()  # same fingerprint
+            expires = spec["expires"]
+            payload = {"output": text[:80], "lines": len(text)} if spec["payload_only"] else {}
+            batch.append(
+                store.new_item(
+                    spec["kind"],
+                    "" if spec["payload_only"] else text,
+                    payload=payload,
+                    status=spec["status"],
+                    importance=spec["importance"],
+                    session=spec["session"],
+                    timestamp=NOW - spec["age"],
+                    expires_at=None if expires is None else NOW + timedelta(hours=expires),
+                )
+            )
+        store.add_many(batch)
+        items.extend(batch)
+    request = ContextRequest(
+        budget_tokens=scenario["budget"],
+        query=scenario["query"],
+        policy=scenario["policy"],
+        shares=shares_ if scenario["shares_on_request"] else None,
+    )
+    return assembler.build_context(task, request), {item.id: item for item in items}
+
+
+def full_cost(layout, tier, item):
+    """What an item costs with every header it could open, as the package charges it.
+
+    A line is charged as its markup plus its body, each counted (the body's count is the one
+    cached on the item); the default counter makes such sums at least the count of the whole.
+    """
+    count = DEFAULT_COUNTER.count
+    cost = count(layout.line(item, "")) + count(layout.shown(item.body))
+    cost += sum(map(count, layout.section(tier)))
+    if item.session:
+        cost += sum(map(count, layout.group(item.session, item.timestamp)))
+    return cost
+
+
+class TestEveryPackage:
+    @settings(
+        max_examples=100,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(scenarios)
+    def test_invariants(self, scenario):
+        """Budget, uniqueness, pinned-first and complete accounting hold for any input."""
+        package, stored = build(scenario)
+        budget = scenario["budget"]
+        rendered = package.render()
+
+        # (a) the budget holds, for the rendered text and for the package's own accounting,
+        # and the accounting never under-counts what is rendered.
+        assert DEFAULT_COUNTER.count(rendered) <= package.tokens_used <= budget
+        assert sum(s.tokens for s in package.selections) == package.tokens_used
+        if scenario["format"] is RenderFormat.XML:
+            ET.fromstring(f"<context>{rendered}</context>")  # noqa: S314 - our own output
+
+        # (b) no item twice, no content twice.
+        ids = [s.item.id for s in package.selections]
+        assert len(ids) == len(set(ids))
+        fingerprints = [s.item.fingerprint for s in package.selections]
+        assert len(fingerprints) == len(set(fingerprints))
+        assert all(not s.item.expired(NOW) for s in package.selections)
+
+        # (c) pinned items come first: one left out could not have fit beside those chosen.
+        reasons = {o.item_id: o.reason for o in package.omissions}
+        pinned_tokens = sum(
+            s.tokens for s in package.selections if s.reason is SelectionReason.PINNED
+        )
+        layout = package.layout
+        for item in stored.values():
+            if not item.pinned or item.id in ids or item.expired(NOW):
+                continue
+            if reasons.get(item.id) is OmissionReason.DUPLICATE:
+                continue
+            assert full_cost(layout, item.tier, item) > budget - pinned_tokens, item.id
+
+        # (d) every candidate is accounted for exactly once: chosen, or left out with a reason.
+        accounted = ids + [o.item_id for o in package.omissions]
+        assert len(accounted) == len(set(accounted))
+        assert set(accounted) <= set(stored)
+        assert len(accounted) == sum(u.candidates for u in package.usage)
+        for usage in package.usage:
+            assert usage.selected == sum(1 for s in package.selections if s.tier is usage.tier)
+        for omission in package.omissions:
+            if omission.reason is OmissionReason.EXPIRED:
+                assert stored[omission.item_id].expired(NOW)
+            if omission.reason is OmissionReason.OVER_BUDGET:
+                assert omission.tokens > budget - pinned_tokens

@@ -1,0 +1,142 @@
+"""Degrade, don't fail: a broken tier costs its items, not the whole context."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from structlog.testing import capture_logs
+
+from agent_engine import (
+    BackendError,
+    BackendUnavailableError,
+    ContextAssembler,
+    ContextRequest,
+    HashingEmbedder,
+    InMemoryBackend,
+    Task,
+    Tier,
+    TierFailure,
+)
+
+NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
+TASK = Task(id="t", project_id="p", user_id="u")
+
+
+class BreakableBackend(InMemoryBackend):
+    """An in-memory backend whose reads (or access writes) fail once it is broken."""
+
+    def __init__(self):
+        super().__init__(embedder=HashingEmbedder(dim=32))
+        self.reads_fail = False
+        self.touch_fails = False
+
+    def _check(self, broken):
+        if broken:
+            raise BackendUnavailableError("database is locked")
+
+    def query(self, *args, **kwargs):
+        self._check(self.reads_fail)
+        return super().query(*args, **kwargs)
+
+    def get_many(self, item_ids):
+        self._check(self.reads_fail)
+        return super().get_many(item_ids)
+
+    def search(self, *args, **kwargs):
+        self._check(self.reads_fail)
+        return super().search(*args, **kwargs)
+
+    def lexical_index(self, filters=None):
+        self._check(self.reads_fail)
+        return super().lexical_index(filters)
+
+    def touch(self, item_ids, at):
+        self._check(self.touch_fails)
+        return super().touch(item_ids, at)
+
+
+@pytest.fixture
+def backends():
+    return {tier: BreakableBackend() for tier in Tier}
+
+
+@pytest.fixture
+def assembler(backends):
+    assembler = ContextAssembler(
+        task_backend=backends[Tier.TASK],
+        project_backend=backends[Tier.PROJECT],
+        global_backend=backends[Tier.GLOBAL],
+        clock=lambda: NOW,
+    )
+    assembler.task_store(TASK).add_reasoning("Bisecting the slow query", "perf")
+    assembler.project_store("p").add_pattern("Index foreign keys")
+    assembler.global_store("u").add_pattern("Explain plans before tuning")
+    return assembler
+
+
+def build(assembler, **kwargs):
+    return assembler.build_context(TASK, ContextRequest(budget_tokens=500), **kwargs)
+
+
+class TestTierFailure:
+    def test_package_from_the_healthy_tiers(self, assembler, backends):
+        """With the project backend down, task and global items still make a package."""
+        backends[Tier.PROJECT].reads_fail = True
+        with capture_logs() as logs:
+            package = build(assembler)
+        assert {s.tier for s in package.selections} == {Tier.TASK, Tier.GLOBAL}
+        assert package.failures == (
+            TierFailure(Tier.PROJECT, "BackendUnavailableError: database is locked"),
+        )
+        assert package.usage_of(Tier.PROJECT).candidates == 0
+        assert "database is locked" not in package.render()
+        warning = next(log for log in logs if log["event"] == "tier_failed")
+        assert (warning["log_level"], warning["tier"]) == ("warning", "project")
+        built = next(log for log in logs if log["event"] == "context_built")
+        assert built["failures"] == ["project"]
+
+    def test_every_tier_down_gives_an_empty_package(self, assembler, backends):
+        """Even with nothing healthy, the executor gets a (empty) package and the reasons."""
+        for backend in backends.values():
+            backend.reads_fail = True
+        package = build(assembler)
+        assert package.selections == ()
+        assert package.render() == ""
+        assert [f.tier for f in package.failures] == [Tier.TASK, Tier.PROJECT, Tier.GLOBAL]
+
+    def test_strict_assembler_raises(self, backends):
+        """An assembler built with strict=True lets the backend's error through."""
+        strict = ContextAssembler(project_backend=backends[Tier.PROJECT], strict=True)
+        backends[Tier.PROJECT].reads_fail = True
+        with pytest.raises(BackendError, match="database is locked"):
+            build(strict)
+
+    def test_strict_per_call_raises(self, assembler, backends):
+        """strict=True on one build_context call raises for that call only."""
+        backends[Tier.GLOBAL].reads_fail = True
+        with pytest.raises(BackendUnavailableError):
+            build(assembler, strict=True)
+        assert build(assembler).failures[0].tier is Tier.GLOBAL
+
+    def test_healthy_build_reports_no_failure(self, assembler):
+        """Without a failing backend the package reports none."""
+        assert build(assembler).failures == ()
+
+
+class TestAccessTrackingFailure:
+    def test_failed_access_write_keeps_the_package(self, assembler, backends):
+        """If recording accesses fails, the package is still returned (and the failure logged)."""
+        backends[Tier.TASK].touch_fails = True
+        with capture_logs() as logs:
+            package = build(assembler)
+        assert len(package.selections) == 3
+        assert any(log["event"] == "access_tracking_failed" for log in logs)
+        healthy = backends[Tier.PROJECT]
+        assert all(item.access_count == 1 for item in healthy.list_all())
+
+    def test_failed_access_write_raises_when_strict(self, assembler, backends):
+        """With strict=True a failed access write raises."""
+        backends[Tier.TASK].touch_fails = True
+        with pytest.raises(BackendUnavailableError):
+            build(assembler, strict=True)

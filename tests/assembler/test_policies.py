@@ -1,0 +1,278 @@
+"""Scoring policies: each named policy ranks a small crafted pool as it promises."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_engine import (
+    DEFAULT_POLICIES,
+    AssemblerConfig,
+    Candidates,
+    ContextAssembler,
+    ContextItem,
+    ContextRequest,
+    HybridScorer,
+    Policy,
+    RandomScorer,
+    RRFScorer,
+    Task,
+    Tier,
+)
+from agent_engine.assembler.candidates import named_sources, strip_names
+
+NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
+TASK = Task(id="t", project_id="p", user_id="u")
+
+
+@pytest.fixture
+def assembler(backend):
+    """A frozen-clock, read-only assembler; the pools live in project memory."""
+    return ContextAssembler(
+        backend, clock=lambda: NOW, config=AssemblerConfig(head=0, tail=0, track_access=False)
+    )
+
+
+@pytest.fixture
+def project(assembler):
+    return assembler.project_store("p")
+
+
+def scores(assembler, policy, query="", budget=5000):
+    """Every selected item's text and score under ``policy``, best first."""
+    request = ContextRequest(budget_tokens=budget, query=query, policy=policy)
+    package = assembler.build_context(TASK, request)
+    assert package.policy == policy
+    ranked = sorted(package.selections, key=lambda s: -s.score)
+    return {s.item.text: s.score for s in ranked}
+
+
+def ranking(assembler, policy, query=""):
+    return list(scores(assembler, policy, query))
+
+
+def crafted(items, **signals):
+    """Candidates over items given as ``(id, item fields)``, with the given signals."""
+    pool = {
+        item_id: ContextItem(id=item_id, kind="turn", text=item_id, timestamp=NOW, **fields)
+        for item_id, fields in items
+    }
+    return Candidates(tier=Tier.PROJECT, query="q", items=pool, now=NOW, **signals)
+
+
+class TestImportance:
+    def test_ranks_by_importance(self, assembler, project):
+        """The seed's policy: most important first, the score is the importance."""
+        for text, importance in [("low", 0.2), ("high", 0.9), ("mid", 0.5)]:
+            project.add_pattern(text, importance=importance)
+        assert scores(assembler, "importance") == {"high": 0.9, "mid": 0.5, "low": 0.2}
+
+    def test_ties_go_to_the_older_item(self, assembler, project):
+        """Of two equally important items only one fits: the older one is chosen."""
+        older = project.add(project.new_item("note", "first", timestamp=NOW - timedelta(days=2)))
+        project.add(project.new_item("note", "second", timestamp=NOW - timedelta(days=1)))
+        roomy = assembler.build_context(
+            TASK, ContextRequest(budget_tokens=5000, policy="importance")
+        )
+        budget = max(s.tokens for s in roomy.selections)
+        package = assembler.build_context(
+            TASK, ContextRequest(budget_tokens=budget, policy="importance")
+        )
+        assert [s.item.id for s in package.selections] == [older.id]
+
+
+class TestRecency:
+    def test_halves_every_week(self, assembler, project):
+        """A new item scores 1, a week-old one 0.5, a fortnight-old one 0.25."""
+        for text, age in [("fortnight", 14), ("today", 0), ("week", 7)]:
+            project.add(project.new_item("note", text, timestamp=NOW - timedelta(days=age)))
+        assert scores(assembler, "recency") == pytest.approx(
+            {"today": 1.0, "week": 0.5, "fortnight": 0.25}
+        )
+        assert ranking(assembler, "recency") == ["today", "week", "fortnight"]
+
+
+class TestSemantic:
+    def test_ranks_by_similarity_to_the_query(self, assembler, project):
+        """Items worded like the query outrank unrelated ones; the score is the cosine."""
+        project.add_pattern("painting a sunset over the lake")
+        project.add_pattern("the database migration failed on deploy")
+        project.add_pattern("database migration rollback steps")
+        ranked = scores(assembler, "semantic", "database migration failed")
+        first, *_, last = ranked
+        assert first == "the database migration failed on deploy"
+        assert last == "painting a sunset over the lake"
+        assert all(-1.0 <= score <= 1.0 for score in ranked.values())
+
+
+class TestLexical:
+    def test_ranks_by_bm25(self, assembler, project):
+        """More query terms, rarer terms: higher BM25; items without any are not candidates."""
+        project.add_pattern("Flaky login test after the cache change")
+        project.add_pattern("Login page redesign")
+        project.add_pattern("Coffee machine is broken")
+        request = ContextRequest(budget_tokens=5000, query="flaky login", policy="lexical")
+        package = assembler.build_context(TASK, request)
+        assert ranking(assembler, "lexical", "flaky login") == [
+            "Flaky login test after the cache change",
+            "Login page redesign",
+        ]
+        assert package.usage_of(Tier.PROJECT).candidates == 2
+        assert package.omissions == ()
+
+
+class TestFrequency:
+    def test_ranks_by_past_use(self, assembler, project):
+        """Items used in more past contexts rank higher (log-damped access count)."""
+        for text, count in [("rare", 0), ("popular", 10), ("sometimes", 3)]:
+            project.add(project.new_item("note", text, access_count=count))
+        assert scores(assembler, "frequency") == pytest.approx(
+            {"popular": math.log1p(10), "sometimes": math.log1p(3), "rare": 0.0}
+        )
+
+
+class TestRRF:
+    def test_fuses_ranks_not_scores(self):
+        """Each ranking adds 1/(60 + rank); being found by both signals beats one top rank."""
+        candidates = crafted(
+            [("both", {}), ("dense_top", {}), ("lexical_top", {}), ("neither", {})],
+            dense={"dense_top": 0.9, "both": 0.5, "lexical_top": 0.1},
+            lexical={"lexical_top": 7.0, "both": 3.0, "neither": 0.0},
+        )
+        fused = RRFScorer()(candidates)
+        assert fused["both"] == pytest.approx(1 / 62 + 1 / 62)
+        assert fused["dense_top"] == pytest.approx(1 / 61)
+        assert fused["lexical_top"] == pytest.approx(1 / 61 + 1 / 63)
+        assert fused["neither"] == 0.0
+
+    def test_named_policy(self, assembler, project):
+        """Through the assembler, an item matching both ways comes first."""
+        project.add_pattern("deploy pipeline failed at the migration step")
+        project.add_pattern("deploy on Fridays is forbidden")
+        project.add_pattern("lunch menu for Friday")
+        assert ranking(assembler, "rrf", "migration failed")[0] == (
+            "deploy pipeline failed at the migration step"
+        )
+
+
+class TestRandom:
+    def test_deterministic_per_query(self, backend, project):
+        """The same query gives the same order in any assembler; another query, another one."""
+        for n in range(20):
+            project.add_pattern(f"fact number {n}")
+        config = AssemblerConfig(track_access=False)
+        first = ContextAssembler(backend, clock=lambda: NOW, config=config)
+        second = ContextAssembler(backend, clock=lambda: NOW + timedelta(days=3), config=config)
+        assert scores(first, "random", "a") == scores(second, "random", "a")
+        assert ranking(first, "random", "a") != ranking(first, "random", "b")
+
+    def test_seed_changes_the_order(self):
+        """Another seed gives another order."""
+        candidates = crafted([(f"i{n}", {}) for n in range(20)])
+        by_seed = [RandomScorer(seed)(candidates) for seed in (0, 1)]
+        orders = [sorted(s, key=s.__getitem__) for s in by_seed]
+        assert orders[0] != orders[1]
+        assert all(0.0 <= v < 1.0 for s in by_seed for v in s.values())
+
+
+class TestHybrid:
+    scorer = DEFAULT_POLICIES["hybrid"].scorer
+
+    def test_is_the_default(self, assembler, project):
+        """A request that names no policy is ranked by hybrid."""
+        project.add_pattern("anything")
+        package = assembler.build_context(TASK, ContextRequest(budget_tokens=100))
+        assert package.policy == "hybrid"
+
+    def test_dense_weighs_more_than_lexical(self):
+        """Min-max fused: the best dense match (0.6) beats the best lexical match (0.4)."""
+        candidates = crafted(
+            [("dense", {}), ("lexical", {}), ("none", {})],
+            dense={"dense": 0.8, "lexical": 0.1, "none": 0.1},
+            lexical={"lexical": 4.0, "dense": 0.0, "none": 0.0},
+        )
+        fused = HybridScorer(importance_weight=0)(candidates)
+        assert fused == pytest.approx({"dense": 0.6, "lexical": 0.4, "none": 0.0})
+
+    def test_lexical_alone_without_an_embedder(self):
+        """With no dense signal at all, BM25 carries the full weight."""
+        candidates = crafted([("hit", {}), ("miss", {})], lexical={"hit": 2.0, "miss": 0.0})
+        assert HybridScorer(importance_weight=0)(candidates) == {"hit": 1.0, "miss": 0.0}
+
+    def test_smoothing_lifts_the_turn_next_to_a_match(self):
+        """A turn within two places of a match gains half its score; one further away does not."""
+        candidates = crafted(
+            [("match", {}), ("next", {}), ("far", {}), ("alone", {})],
+            lexical={"match": 3.0, "next": 0.0, "far": 0.0, "alone": 0.0},
+            neighbours={"next": [("match", -1), ("far", 2)], "far": [("match", -3)]},
+        )
+        smoothed = self.scorer(candidates)
+        assert smoothed["next"] - smoothed["alone"] == pytest.approx(0.5)
+        assert smoothed["far"] == pytest.approx(smoothed["alone"])
+        assert smoothed["match"] > smoothed["next"] > smoothed["far"]
+
+    @pytest.mark.parametrize(
+        ("named", "boosted"),
+        [
+            pytest.param({"Melanie"}, True, id="one-source"),
+            pytest.param({"Melanie", "Caroline"}, False, id="two-sources"),
+            pytest.param(set(), False, id="no-source"),
+        ],
+    )
+    def test_source_boost_only_when_one_source_is_named(self, named, boosted):
+        """Items of the one source a query names gain 0.3; naming two (or none) boosts nobody."""
+        candidates = crafted(
+            [("m", {"source": "Melanie"}), ("c", {"source": "Caroline"})],
+            named_sources=frozenset(named),
+        )
+        scored = HybridScorer(importance_weight=0)(candidates)
+        assert scored["m"] - scored["c"] == pytest.approx(0.3 if boosted else 0.0)
+
+    def test_importance_breaks_ties(self):
+        """Between equally relevant items the more important one ranks first."""
+        candidates = crafted(
+            [("key", {"importance": 0.9}), ("minor", {"importance": 0.1})],
+            lexical={"key": 1.0, "minor": 1.0},
+        )
+        scored = self.scorer(candidates)
+        assert scored["key"] - scored["minor"] == pytest.approx(0.1 * 0.8)
+
+    def test_known_sources_are_found_and_stripped_from_the_dense_query(self):
+        """Named speakers are detected as words and removed (with 's) before dense matching."""
+        query = "What did Melanie's sister paint after Caroline left?"
+        names = named_sources(query, {"Melanie", "Caroline", "Mel", "42"})
+        assert names == {"Melanie", "Caroline"}
+        assert strip_names(query, names) == "What did sister paint after left?"
+
+    def test_named_speaker_boost_through_the_assembler(self, assembler, project):
+        """Asking about one speaker ranks that speaker's turn above an equal one by another."""
+        for speaker in ("Melanie", "Caroline"):
+            project.add(
+                project.new_item(
+                    "turn", f"{speaker}: I went hiking last weekend", source=speaker, session="s"
+                )
+            )
+        top = ranking(assembler, "hybrid", "Where did Melanie go hiking?")[0]
+        assert top.startswith("Melanie:")
+
+
+class TestCustomPolicy:
+    def test_a_plain_function_is_a_scorer(self, backend):
+        """Any callable from candidates to scores can be registered as a policy."""
+        shortest = Policy(
+            "shortest",
+            lambda candidates: {i: -len(item.text) for i, item in candidates.items.items()},
+            frozenset({"recent"}),
+        )
+        assembler = ContextAssembler(
+            backend,
+            clock=lambda: NOW,
+            policies={**DEFAULT_POLICIES, "shortest": shortest},
+            config=AssemblerConfig(head=0, tail=0, track_access=False),
+        )
+        project = assembler.project_store("p")
+        for text in ("medium text", "a", "the longest text of all"):
+            project.add_pattern(text)
+        assert ranking(assembler, "shortest") == ["a", "medium text", "the longest text of all"]

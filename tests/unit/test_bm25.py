@@ -1,0 +1,178 @@
+"""LexicalIndex: BM25 over items, with session neighbours lending their terms."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_engine import ContextItem, LexicalIndex
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+K1, B = 1.2, 0.75
+
+
+def item(item_id, text, *, session="", minute=0, source=""):
+    return ContextItem(
+        id=item_id,
+        kind="turn",
+        text=text,
+        session=session,
+        source=source,
+        timestamp=T0 + timedelta(minutes=minute),
+    )
+
+
+def bm25(query_terms, docs):
+    """Okapi BM25 over documents given as {id: {term: (fractional) count}}."""
+    lengths = {doc_id: sum(terms.values()) for doc_id, terms in docs.items()}
+    average = sum(lengths.values()) / len(docs)
+    scores = {}
+    for doc_id, terms in docs.items():
+        score = 0.0
+        for term in query_terms:
+            tf = terms.get(term, 0.0)
+            if not tf:
+                continue
+            df = sum(1 for other in docs.values() if other.get(term))
+            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+            norm = K1 * (1 - B + B * lengths[doc_id] / average)
+            score += idf * tf * (K1 + 1) / (tf + norm)
+        if score:
+            scores[doc_id] = score
+    return scores
+
+
+@pytest.fixture
+def corpus():
+    """d1 and d2 are consecutive turns of one session; d3 stands alone."""
+    return [
+        item("d1", "apple banana", session="s", minute=1),
+        item("d2", "banana cherry cherry", session="s", minute=2),
+        item("d3", "durian", minute=3),
+    ]
+
+
+class TestScores:
+    def test_matches_hand_computed_bm25_with_neighbour_terms(self, corpus):
+        """Each document holds its terms plus 0.4 x its session neighbours' terms."""
+        index = LexicalIndex()
+        index.upsert(corpus)
+        documents = {
+            "d1": {"apple": 1.0, "banana": 1.0 + 0.4, "cherry": 0.4 * 2},
+            "d2": {"banana": 1.0 + 0.4, "cherry": 2.0, "apple": 0.4},
+            "d3": {"durian": 1.0},
+        }
+        for query in (["apple"], ["cherry"], ["apple", "cherry"], ["banana", "durian"]):
+            expected = bm25(query, documents)
+            assert index.scores(" ".join(query)) == pytest.approx(expected), query
+
+    def test_plain_bm25_without_neighbour_weight(self, corpus):
+        """neighbour_weight=0 gives textbook BM25 over each item's own terms."""
+        index = LexicalIndex(neighbour_weight=0)
+        index.upsert(corpus)
+        documents = {
+            "d1": {"apple": 1.0, "banana": 1.0},
+            "d2": {"banana": 1.0, "cherry": 2.0},
+            "d3": {"durian": 1.0},
+        }
+        assert index.scores("apple cherry") == pytest.approx(bm25(["apple", "cherry"], documents))
+        assert "d2" not in index.scores("apple")
+
+    def test_query_terms_count_once_and_are_analyzed(self, corpus):
+        """A repeated query term counts once; the query is stemmed like the documents."""
+        index = LexicalIndex()
+        index.upsert(corpus)
+        assert index.scores("cherry cherry Cherries") == index.scores("cherry")
+
+    def test_no_shared_term_no_score(self, corpus):
+        """Items sharing no term with the query are absent; an empty query scores nothing."""
+        index = LexicalIndex()
+        index.upsert(corpus)
+        assert set(index.scores("durian")) == {"d3"}
+        assert index.scores("the and of") == {}
+        assert index.scores("") == {}
+
+    def test_search_ranks_best_first(self, corpus):
+        """search() returns the k best (id, score) pairs, best first."""
+        index = LexicalIndex()
+        index.upsert(corpus)
+        hits = index.search("cherry", k=1)
+        assert [item_id for item_id, _ in hits] == ["d2"]
+        assert hits[0][1] == index.scores("cherry")["d2"]
+
+
+class TestMaintenance:
+    def test_upsert_replaces(self, corpus):
+        """Upserting an id again replaces its terms (and the statistics follow)."""
+        index = LexicalIndex()
+        index.upsert(corpus)
+        index.upsert([item("d3", "apple apple", minute=3)])
+        assert len(index) == 3
+        assert "d3" in index.scores("apple")
+        assert index.scores("durian") == {}
+
+    def test_remove(self, corpus):
+        """Removed items stop matching and stop lending terms; unknown ids are ignored."""
+        index = LexicalIndex()
+        index.upsert(corpus)
+        index.remove(["d1", "unknown"])
+        assert len(index) == 2
+        assert "d1" not in index
+        assert index.scores("apple") == {}
+        assert index.neighbours("d2", 2) == []
+
+    def test_sources(self):
+        """sources() lists the distinct non-empty sources."""
+        index = LexicalIndex()
+        index.upsert(
+            [
+                item("a", "x", source="Caroline"),
+                item("b", "y", source="Melanie"),
+                item("c", "z", source="Caroline"),
+                item("d", "w"),
+            ]
+        )
+        assert index.sources() == {"Caroline", "Melanie"}
+
+
+class TestNeighbours:
+    @pytest.fixture
+    def index(self):
+        index = LexicalIndex()
+        index.upsert(
+            [item(f"a{n}", f"turn {n}", session="A", minute=n) for n in (3, 0, 4, 1, 2)]
+            + [item(f"b{n}", f"other {n}", session="B", minute=n) for n in range(3)]
+            + [item("solo", "no session")]
+        )
+        return index
+
+    def test_within_radius_in_time_order(self, index):
+        """Neighbours are the items within ``radius`` places in the same session, with offsets."""
+        assert index.neighbours("a2", 1) == [("a1", -1), ("a3", 1)]
+        assert index.neighbours("a2", 2) == [("a0", -2), ("a1", -1), ("a3", 1), ("a4", 2)]
+
+    def test_session_edges(self, index):
+        """At a session's ends the window is cut off, never filled from another session."""
+        assert index.neighbours("a0", 2) == [("a1", 1), ("a2", 2)]
+        assert index.neighbours("b2", 5) == [("b0", -2), ("b1", -1)]
+
+    def test_no_session_no_neighbours(self, index):
+        """Items without a session, and unknown ids, have no neighbours."""
+        assert index.neighbours("solo", 3) == []
+        assert index.neighbours("missing", 3) == []
+
+    def test_terms_are_lent_only_by_adjacent_turns(self):
+        """A term reaches the turns just before and after it, not those two places away."""
+        index = LexicalIndex()
+        index.upsert(
+            [
+                item("t0", "zebra", session="S", minute=0),
+                item("t1", "lion", session="S", minute=1),
+                item("t2", "tiger", session="S", minute=2),
+                item("t3", "hyena", session="S", minute=3),
+            ]
+        )
+        assert set(index.scores("tiger")) == {"t1", "t2", "t3"}
+        assert set(index.scores("zebra")) == {"t0", "t1"}

@@ -1,0 +1,99 @@
+"""Lexical analysis for BM25: words, stopwords and the light English stemmer."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_engine.retrieval.text import STOPWORDS, analyze, light_stem
+
+
+class TestLightStem:
+    @pytest.mark.parametrize(
+        ("word", "stem"),
+        [
+            pytest.param("running", "run", id="ing-undoubles"),
+            pytest.param("hopping", "hop", id="ing-undoubles-p"),
+            pytest.param("falling", "fall", id="ing-keeps-ll"),
+            pytest.param("buzzing", "buzz", id="ing-keeps-zz"),
+            pytest.param("walked", "walk", id="ed"),
+            pytest.param("stopped", "stop", id="ed-undoubles"),
+            pytest.param("missed", "miss", id="ed-keeps-ss"),
+            pytest.param("reportedly", "report", id="edly"),
+            pytest.param("quickly", "quick", id="ly"),
+            pytest.param("happiness", "happi", id="ness"),
+            pytest.param("studies", "study", id="ies"),
+            pytest.param("flies", "flie", id="ies-needs-a-3-letter-stem-so-s-applies"),
+            pytest.param("classes", "class", id="sses"),
+            pytest.param("boxes", "box", id="xes"),
+            pytest.param("wishes", "wish", id="shes"),
+            pytest.param("horses", "horse", id="es-is-just-s"),
+            pytest.param("cats", "cat", id="s"),
+        ],
+    )
+    def test_strips_one_suffix(self, word, stem):
+        """The first matching rule strips its suffix (undoubling after -ing/-ed)."""
+        assert light_stem(word) == stem
+
+    @pytest.mark.parametrize(
+        "word",
+        [
+            pytest.param("bus", id="short-word"),
+            pytest.param("glass", id="ss"),
+            pytest.param("status", id="us"),
+            pytest.param("analysis", id="is"),
+            pytest.param("sing", id="stem-too-short-for-ing"),
+            pytest.param("seeing", id="stem-too-short-for-ing-2"),
+            pytest.param("日本語", id="non-latin"),
+        ],
+    )
+    def test_leaves_words_it_would_mangle(self, word):
+        """Short words, -ss/-us/-is endings and too-short stems are left alone."""
+        assert light_stem(word) == word
+
+    def test_inflections_meet(self):
+        """Forms of one word share a stem, which is what makes them match in BM25."""
+        assert {light_stem(w) for w in ("deploy", "deploys", "deployed", "deploying")} == {"deploy"}
+
+
+class TestAnalyze:
+    def test_words_casefolded_without_stopwords(self):
+        """Text becomes casefolded, stemmed words; function words and chat filler go."""
+        assert analyze("Yeah, the Deployments were FAILING today!") == [
+            "deployment",
+            "fail",
+            "today",
+        ]
+
+    def test_contractions_and_possessives(self):
+        """Contracted stopwords go entirely; a possessive keeps its owner (straight or curly)."""
+        assert analyze("Don't touch Caroline's or Melanie\u2019s code") == [
+            "touch",
+            "caroline",
+            "melanie",
+            "code",
+        ]
+
+    def test_non_english_words_are_kept(self):
+        """Words in any script are terms; only English suffixes are stemmed."""
+        assert analyze("Müller: naïve 日本語 собаки") == ["müller", "naïve", "日本語", "собаки"]
+
+    def test_punctuation_underscores_and_digits(self):
+        """Punctuation and underscores separate words; numbers are words too."""
+        assert analyze("snake_case v1.2 in 2024 (#42)") == [
+            "snake",
+            "case",
+            "v1",
+            "2",
+            "2024",
+            "42",
+        ]
+
+    def test_empty_and_stopword_only(self):
+        """Nothing meaningful gives no terms."""
+        assert analyze("") == []
+        assert analyze("  Oh, yes, I am.  ") == []
+
+    def test_stopwords(self):
+        """The list holds English function words and chat filler, not topic words."""
+        assert {"the", "and", "i'm", "yeah", "wow"} <= STOPWORDS
+        assert not {"painting", "deploy", "caroline"} & STOPWORDS
