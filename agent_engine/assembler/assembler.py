@@ -62,6 +62,10 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["AssemblerConfig", "ContextAssembler"]
 
+WIDENING_ROUNDS = 2
+MIN_WIDENING_ROOM = 8
+"""Tokens left below which widening the candidate pool cannot add anything useful."""
+
 
 @attrs.frozen
 class AssemblerConfig:
@@ -105,6 +109,9 @@ class _TierPlan:
     protected: list[Entry]
     ranked: list[Entry]
     pool: int
+    saturated: bool
+    """Whether a source was cut at its limit: a wider gather could find more candidates."""
+    considered: frozenset[str]
 
 
 class ContextAssembler:
@@ -224,6 +231,7 @@ class ContextAssembler:
 
         packer = Packer(budget, allocation, self.config.layout, self.counter, self._body_cost)
         self._pack(packer, plans, allocation)
+        self._widen(packer=packer, plans=plans, query=query, policy=policy, now=now, omitted=early)
         pinned_tokens = sum(
             s.tokens for s in packer.selections if s.reason is SelectionReason.PINNED
         )
@@ -269,17 +277,27 @@ class ContextAssembler:
         return self.config.shares
 
     def _plan(
-        self, store: TierStore, query: str, policy: Policy, now: datetime, omitted: list[Omission]
+        self,
+        store: TierStore,
+        query: str,
+        policy: Policy,
+        now: datetime,
+        omitted: list[Omission],
+        *,
+        limits: GatherLimits | None = None,
+        exclude: frozenset[str] = frozenset(),
     ) -> _TierPlan:
         """Gather and score one tier; split its candidates by how they are protected."""
         head: list[ContextItem] = []
         tail: list[ContextItem] = []
-        if store.tier is Tier.TASK:
+        if store.tier is Tier.TASK and not exclude:
             if self.config.head:
                 head = store.query(None, limit=self.config.head, order_by="-timestamp")
             if self.config.tail:
                 tail = self._tail(store)
-        candidates, pinned = gather(store, query, policy, self.config.limits, now)
+        candidates, pinned, saturated = gather(
+            store, query, policy, limits or self.config.limits, now, exclude=exclude
+        )
         everything = {
             **candidates.items,
             **{item.id: item for item in pinned + head + tail},
@@ -308,7 +326,16 @@ class ContextAssembler:
             entry(item, SelectionReason.RANKED) for item in live.values() if item.id not in placed
         ]
         ranked = self._threshold(rest, omitted)
-        return _TierPlan(store.tier, store, pinned_entries, protected, ranked, len(everything))
+        return _TierPlan(
+            store.tier,
+            store,
+            pinned_entries,
+            protected,
+            ranked,
+            len(everything),
+            saturated,
+            exclude | frozenset(everything),
+        )
 
     def _tail(self, store: TierStore) -> list[ContextItem]:
         """The last ``tail`` items of the timeline, newest first.
@@ -371,6 +398,49 @@ class ContextAssembler:
             packer.offer_all(plan.ranked, room(plan.tier), may_truncate=False)
         for plan in by_spill:
             packer.offer_all(plan.ranked, left, may_truncate=False)
+
+    def _widen(
+        self,
+        *,
+        packer: Packer,
+        plans: dict[Tier, _TierPlan],
+        query: str,
+        policy: Policy,
+        now: datetime,
+        omitted: list[Omission],
+    ) -> None:
+        """Stay work-conserving past the first pool: gather wider while budget is left.
+
+        The first pool is bounded for speed; when its candidates are spent with budget to
+        spare and a source was cut at its limit, the tier gathers again with four times the
+        limit (twice at most), excluding what it already considered, and offers the newcomers.
+        """
+        limits = self.config.limits
+        for _ in range(WIDENING_ROUNDS):
+            if packer.budget - packer.total < MIN_WIDENING_ROOM:
+                return
+            limits = attrs.evolve(limits, per_source=limits.per_source * 4)
+            widened = False
+            for tier in self.config.spill_order:
+                plan = plans.get(tier)
+                if plan is None or not plan.saturated:
+                    continue
+                extra = self._plan(
+                    plan.store, query, policy, now, omitted, limits=limits, exclude=plan.considered
+                )
+                packer.offer_all(
+                    extra.ranked, lambda: packer.budget - packer.total, may_truncate=False
+                )
+                plans[tier] = attrs.evolve(
+                    extra,
+                    pinned=plan.pinned,
+                    protected=plan.protected,
+                    ranked=plan.ranked + extra.ranked,
+                    pool=plan.pool + extra.pool,
+                )
+                widened = True
+            if not widened:
+                return
 
     def _fit_render(self, packer: Packer, budget: int) -> None:
         """Safety net for tokenizers that do not add up: drop ranked items until the render fits."""

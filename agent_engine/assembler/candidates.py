@@ -68,11 +68,11 @@ def gather(
     now: datetime,
     *,
     exclude: frozenset[str] = frozenset(),
-) -> tuple[Candidates, list[ContextItem]]:
-    """Collect the candidates of ``store`` with their signals; also return its pinned items.
+) -> tuple[Candidates, list[ContextItem], bool]:
+    """Collect the candidates of ``store`` with their signals, and its pinned items.
 
-    ``exclude`` lists ids already placed by other means (the task's head and tail), which
-    stay out of the pool.
+    The third value says whether any source was cut at its limit (so a wider gather could
+    find more). ``exclude`` lists ids already considered, which stay out of the pool.
     """
     wanted = policy.sources
     if not query and wanted & {DENSE, LEXICAL}:
@@ -89,15 +89,20 @@ def gather(
     embedder = getattr(store.backend, "embedder", None)
     query_vector = None
     dense_best: list[str] = []
+    saturated = len(lexical_best) > limits.per_source
     if DENSE in wanted and dense_query and embedder is not None:
         query_vector = normalize_rows(embedder.embed([dense_query]))[0]
         dense_best = [hit.item.id for hit in store.search(query_vector, k=limits.per_source)]
         ids.update(dict.fromkeys(dense_best))
+        saturated = saturated or len(dense_best) == limits.per_source
     if RECENT in wanted:
-        ids.update(dict.fromkeys(i.id for i in store.query(None, limit=limits.per_source)))
+        recent = store.query(None, limit=limits.per_source)
+        ids.update(dict.fromkeys(i.id for i in recent))
+        saturated = saturated or len(recent) == limits.per_source
     if IMPORTANT in wanted:
         important = store.query(None, limit=limits.per_source, order_by="importance")
         ids.update(dict.fromkeys(i.id for i in important))
+        saturated = saturated or len(important) == limits.per_source
     if NEIGHBOURS in wanted and index is not None:
         seeds = lexical_best[: limits.neighbour_seeds] + dense_best[: limits.neighbour_seeds]
         for seed in dict.fromkeys(seeds):
@@ -117,7 +122,7 @@ def gather(
         named_sources=names,
         now=now,
     )
-    return candidates, pinned
+    return candidates, [i for i in pinned if i.id not in exclude], saturated
 
 
 def _cosines(items: dict[str, ContextItem], query: Vector | None) -> dict[str, float]:

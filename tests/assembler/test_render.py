@@ -102,7 +102,7 @@ class TestDeterminism:
 
 class TestLayout:
     def test_markdown(self, backend):
-        """Sections global, project, task; session groups carry their date; kinds labelled."""
+        """Sections global, project, task; session groups carry their date; turns go bare."""
         assembler = make(backend)
         remember(assembler)
         expected = [
@@ -110,9 +110,9 @@ class TestLayout:
             "- [preference] Answer in British English",
             "## Project memory",
             "- [decision] Use <dialog> & not modals (why: a11y)",
-            "### 5 Mar 2024 · chat 1",
-            "- Caroline: I went hiking",
-            "- Melanie: Where?",
+            "5 Mar 2024, chat 1:",
+            "Caroline: I went hiking",
+            "Melanie: Where?",
             "- [tool_output] tool: pytest; failed: 1",
             "## Task memory",
             "- [instruction] Fix the modal focus trap",
@@ -121,7 +121,7 @@ class TestLayout:
         assert build(assembler).render() == "\n".join(expected)
 
     def test_text(self, backend):
-        """Plain text uses bracketed section titles and parenthesised session headers."""
+        """Plain text uses bracketed section titles and plain 'date, session:' headers."""
         assembler = make(backend, RenderFormat.TEXT)
         remember(assembler)
         rendered = build(assembler).render()
@@ -129,7 +129,7 @@ class TestLayout:
             "[Global memory]",
             "[preference] Answer in British English",
         ]
-        assert "(5 Mar 2024, chat 1)\nCaroline: I went hiking\nMelanie: Where?" in rendered
+        assert "5 Mar 2024, chat 1:\nCaroline: I went hiking\nMelanie: Where?" in rendered
 
     def test_xml_parses(self, backend):
         """XML output is well-formed: tier elements, dated sessions, escaped item text."""
