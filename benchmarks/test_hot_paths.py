@@ -1,8 +1,8 @@
 """Micro-benchmarks of the hot functions, each beside the baseline it should be read against.
 
 Run: ``pytest benchmarks/test_hot_paths.py`` (pytest-benchmark groups each function with its
-baseline, so the table reads as ratios measured in the same run). These never run in the test
-suite's timing-free CI pass except as a smoke check with ``--benchmark-disable``.
+baseline, so the table reads as ratios measured in the same run). They live outside ``tests/``
+because the test suite makes no timing claims.
 """
 
 from __future__ import annotations
