@@ -1,0 +1,82 @@
+"""The command tree: global options here, each group of commands in its own module."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from agent_engine.cli import _bench, _db, _demo, _memory
+from agent_engine.cli._settings import EmbedderName, Settings
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="agent-engine",
+    help="Tiered memory and context assembly for LLM agents: the demo, memory, migrations.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="URL",
+            help=(
+                "Store to use: sqlite:///PATH, postgresql+psycopg://USER@HOST/DB or memory://. "
+                "Default: $AGENT_ENGINE_DB, else an SQLite file in your data directory."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document for scripts.")
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks and debug logs on stderr.")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every confirmation (global writes).")
+    ] = False,
+    embedder: Annotated[
+        EmbedderName,
+        typer.Option(
+            "--embedder", help="auto: MiniLM when installed, else hashing (fast, no model)."
+        ),
+    ] = EmbedderName.AUTO,
+) -> None:
+    """Tiered memory and context assembly for LLM agents."""
+    found = ctx.find_object(Settings)
+    settings = found if found is not None else ctx.ensure_object(Settings)
+    settings.db = db
+    settings.json = json_output
+    settings.debug = debug
+    settings.yes = yes
+    settings.embedder = embedder.value
+    if debug:
+        # The command is the application, so configuring logging is its call (never the
+        # library's): debug events of the library go to stderr.
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+
+
+app.command(name="demo")(_demo.demo)
+app.command(
+    name="bench",
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)(_bench.bench)
+app.add_typer(_memory.app, name="memory")
+app.add_typer(_db.app, name="db")

@@ -1,0 +1,233 @@
+"""Opening a store from a URL, and the embedder to go with it.
+
+URLs: ``memory://`` (in this process only, gone when the command exits), ``sqlite:///PATH``
+(an embedded file) and ``postgresql+psycopg://USER@HOST/DB``. Without ``--db`` the command
+uses ``AGENT_ENGINE_DB`` or else the embedded SQLite default in the user's data directory.
+
+The SQL backend is imported only when a SQL URL is opened, so ``memory://`` works (and a
+wrong URL is reported) without its dependencies. A SQLite file named explicitly must exist
+unless the command creates stores (``memory add``, ``db upgrade``, ``demo``): a typo in a path
+should say "no database there", not silently start an empty one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import attrs
+
+import agent_engine
+from agent_engine import (
+    BackendUnavailableError,
+    Embedder,
+    EmbeddingError,
+    HashingEmbedder,
+    InMemoryBackend,
+    MemoryBackend,
+    SchemaVersionError,
+    SentenceTransformerEmbedder,
+    ValidationError,
+)
+
+__all__ = [
+    "DB_ENV",
+    "MEMORY_URL",
+    "Location",
+    "Store",
+    "default_url",
+    "locate",
+    "make_embedder",
+    "open_store",
+    "sql_api",
+    "sql_available",
+]
+
+MEMORY_URL = "memory://"
+DB_ENV = "AGENT_ENGINE_DB"
+_SQL_MODULE = "agent_engine.memory.sql"
+_SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
+_EMBEDDERS = ("auto", "minilm", "hashing")
+
+
+@attrs.frozen
+class SqlApi:
+    """The SQL backend's entry points (present once its module imports)."""
+
+    backend: Callable[..., MemoryBackend]
+    default_url: Callable[[], str]
+    upgrade: Callable[[str], Any]
+    revision: Callable[[str], str | None]
+
+
+@attrs.frozen
+class Store:
+    """An open backend and what the commands report about it."""
+
+    url: str
+    backend: MemoryBackend
+    scheme: str
+    path: Path | None = None
+    """The SQLite file, when there is one."""
+
+    def size_bytes(self) -> int | None:
+        """Bytes on disk (the SQLite file and its write-ahead log); ``None`` when unknown."""
+        if self.path is None or not self.path.exists():
+            return None
+        files = [self.path, self.path.with_name(self.path.name + "-wal")]
+        return sum(file.stat().st_size for file in files if file.exists())
+
+    def revision(self) -> str | None:
+        """The schema revision of a SQL database (``None`` for ``memory://``)."""
+        if self.scheme == "memory":
+            return None
+        return sql_api().revision(self.url)
+
+
+def sql_available() -> bool:
+    """Whether the SQL backend can be imported here."""
+    try:
+        importlib.import_module(_SQL_MODULE)
+    except ImportError:
+        return False
+    return True
+
+
+def sql_api() -> SqlApi:
+    """The SQL backend's functions, or a typed error saying it is unavailable."""
+    try:
+        module = importlib.import_module(_SQL_MODULE)
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"the SQL backend is unavailable in this installation ({exc}); "
+            f"use --db {MEMORY_URL} or install agent-engine with its SQL dependencies"
+        ) from exc
+
+    def find(name: str) -> Any:
+        found = getattr(agent_engine, name, None) or getattr(module, name, None)
+        if found is None:
+            raise BackendUnavailableError(f"the SQL backend does not provide {name}()")
+        return found
+
+    return SqlApi(
+        backend=find("SQLAlchemyBackend"),
+        default_url=find("default_database_url"),
+        upgrade=find("upgrade_database"),
+        revision=find("database_revision"),
+    )
+
+
+def default_url() -> str:
+    """``AGENT_ENGINE_DB``, else the embedded SQLite default (``memory://`` without SQL)."""
+    if os.environ.get(DB_ENV):
+        return os.environ[DB_ENV]
+    if not sql_available():
+        return MEMORY_URL
+    return sql_api().default_url()
+
+
+def scheme_of(url: str) -> str:
+    """``sqlite``, ``postgresql`` or ``memory``; a typed error for anything else."""
+    if not isinstance(url, str) or ":" not in url:
+        raise BackendUnavailableError(
+            f"not a database URL: {url!r}; expected sqlite:///PATH, "
+            f"postgresql+psycopg://USER@HOST/DB or {MEMORY_URL}"
+        )
+    scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
+    if url.rstrip("/") == MEMORY_URL.rstrip("/"):
+        return "memory"
+    if scheme not in _SQL_SCHEMES:
+        raise BackendUnavailableError(
+            f"unsupported database URL scheme {scheme!r} in {url!r}; expected sqlite:///PATH, "
+            f"postgresql+psycopg://USER@HOST/DB or {MEMORY_URL}"
+        )
+    return "postgresql" if scheme.startswith("postgres") else "sqlite"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (``None`` for an in-memory SQLite database)."""
+    rest = url.split(":", 1)[1]
+    if not rest.startswith("//"):
+        raise BackendUnavailableError(f"malformed SQLite URL {url!r}; expected sqlite:///PATH")
+    database = rest[2:].split("?", 1)[0]
+    database = database.removeprefix("/")
+    if database in {"", ":memory:"}:
+        return None
+    return Path(database)
+
+
+@attrs.frozen
+class Location:
+    """Where a URL points: the URL itself, its scheme, and its SQLite file if it has one."""
+
+    url: str
+    scheme: str
+    path: Path | None = None
+
+
+def locate(url: str | None, *, create: bool = False) -> Location:
+    """Resolve ``url`` (``None``: the default) and check that it can be opened.
+
+    ``create``: a missing SQLite file (and its folder) may be created. Otherwise a file named
+    explicitly (``--db`` or ``AGENT_ENGINE_DB``) must exist; the default is always created.
+    """
+    explicit = url is not None or bool(os.environ.get(DB_ENV))
+    target = url if url is not None else default_url()
+    scheme = scheme_of(target)
+    path = sqlite_path(target) if scheme == "sqlite" else None
+    if path is not None and not path.exists():
+        if explicit and not create:
+            raise BackendUnavailableError(
+                f"no database at {path}: check --db or ${DB_ENV}, or create it with "
+                "`agent-engine db upgrade`"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return Location(target, scheme, path)
+
+
+def open_store(url: str | None, *, embedder: Embedder | None = None, create: bool = False) -> Store:
+    """Open the store at ``url`` (``None``: the default, created on first use).
+
+    An empty database met with ``create`` (or at the default location) is brought to the
+    current schema first; an older one is refused with the command that upgrades it.
+    """
+    where = locate(url, create=create)
+    if where.scheme == "memory":
+        return Store(where.url, InMemoryBackend(embedder=embedder), "memory")
+    api = sql_api()
+    try:
+        backend = api.backend(where.url, embedder=embedder)
+    except SchemaVersionError as exc:
+        may_create = create or (url is None and not os.environ.get(DB_ENV))
+        if exc.current is not None or not may_create:
+            raise
+        # An empty database: bring it to the current schema, as a first use should.
+        api.upgrade(where.url)
+        backend = api.backend(where.url, embedder=embedder)
+    return Store(where.url, backend, where.scheme, where.path)
+
+
+def make_embedder(name: str) -> Embedder:
+    """``minilm`` (the bundled all-MiniLM-L6-v2), ``hashing`` (fast, no model) or ``auto``.
+
+    ``auto`` takes MiniLM when its package is installed and says so when it falls back.
+    """
+    if name not in _EMBEDDERS:
+        raise ValidationError(
+            f"unknown embedder {name!r}; choose one of {', '.join(_EMBEDDERS)}",
+            field="embedder",
+            value=name,
+        )
+    if name == "hashing":
+        return HashingEmbedder()
+    try:
+        return cast("Embedder", SentenceTransformerEmbedder())
+    except EmbeddingError as exc:
+        if name == "minilm":
+            raise
+        sys.stderr.write(f"note: using the hashing embedder ({exc})\n")
+        return HashingEmbedder()
