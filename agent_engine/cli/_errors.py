@@ -52,7 +52,8 @@ def _one_line(text: str) -> str:
 def describe(error: BaseException) -> tuple[str, int]:
     """The line a user sees for ``error``, and the exit code it maps to."""
     if isinstance(error, ConfirmationDeclined):
-        return f"declined: {_one_line(str(error))}; nothing was written", EXIT_DECLINED
+        what = _one_line(str(error)).removeprefix("confirmation declined: ")
+        return f"declined: {what} was not confirmed; nothing was written", EXIT_DECLINED
     if isinstance(error, SchemaVersionError):
         hint = "" if "db upgrade" in str(error) else " (run `agent-engine db upgrade`)"
         return f"error: {_one_line(str(error))}{hint}", EXIT_ERROR

@@ -419,6 +419,5 @@ def status(
     out.print(Text(f"size: {'n/a' if size is None else f'{size:,} bytes'}"))
     out.print(Text(f"schema revision: {revision or 'n/a'}"))
     out.print(Text("items in the store: " + ", ".join(f"{n} {t}" for t, n in totals.items())))
-    out.print(
-        counts_table(f"This scope ({scope.project.namespace}, {scope.user.namespace})", counts)
-    )
+    out.print(Text(f"scope: {scope.project.namespace} and {scope.user.namespace}"))
+    out.print(counts_table("Items in this scope", counts))

@@ -224,6 +224,9 @@ def make_embedder(name: str) -> Embedder:
         )
     if name == "hashing":
         return HashingEmbedder()
+    # The command is the application: the model loads quietly, without progress bars.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         return cast("Embedder", SentenceTransformerEmbedder())
     except EmbeddingError as exc:
