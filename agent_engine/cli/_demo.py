@@ -240,6 +240,7 @@ def demo(
     sample = SampleProject.load()
     embedder = make_embedder(options.embedder)
     store = open_store(options.db, embedder=embedder, create=True)
+    ctx.call_on_close(store.backend.close)
     assembler = ContextAssembler(store.backend, confirm=make_confirm(yes or options.yes))
     task = sample.task
     now = assembler.clock()

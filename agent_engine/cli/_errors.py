@@ -12,7 +12,8 @@ Exit codes::
     2  the command line itself is wrong (unknown option, missing argument)
     3  a confirmation was declined, so nothing was written
     4  an unexpected internal error (a bug: please report it with the --debug output)
-  130  interrupted (Ctrl-C)
+
+Ctrl-C stops a command with "Aborted!" (exit 1), as the command-line framework reports it.
 """
 
 from __future__ import annotations

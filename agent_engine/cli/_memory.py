@@ -134,6 +134,7 @@ def _open(
     options = settings(ctx)
     embedder = make_embedder(options.embedder) if embed else None
     store = open_store(options.db, embedder=embedder, create=create)
+    ctx.call_on_close(store.backend.close)
     return Scope(
         store,
         ProjectMemoryStore(project or default_project(), store.backend),

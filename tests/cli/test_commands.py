@@ -62,3 +62,22 @@ class TestCommands:
         result = cli("bench", "--counter", "nonsense")
         assert result.code == 2
         assert "invalid choice" in result.err
+
+    def test_project_defaults_to_the_current_directory(self, cli):
+        """Without --project or $AGENT_ENGINE_PROJECT, the scope is the current directory's name."""
+        env = {key: value for key, value in cli.env.items() if key != "AGENT_ENGINE_PROJECT"}
+        status = type(cli)(env, cli.cwd)("memory", "status", "--json").json()
+        assert status["project"] == cli.cwd.name
+
+
+class TestMain:
+    def test_main_returns_the_exit_code(self, capsys, monkeypatch):
+        """main(argv) returns the exit code rather than exiting, for callers in Python."""
+        from agent_engine.cli import main  # noqa: PLC0415
+
+        monkeypatch.setenv("AGENT_ENGINE_DB", "memory://")
+        assert main(["memory", "status", "--json"]) == 0
+        assert '"store": "memory://"' in capsys.readouterr().out
+        assert main(["memory", "show", "nothing"]) == 1
+        assert capsys.readouterr().err.startswith("error: no item with id 'nothing'")
+        assert main(["no-such-command"]) == 2
