@@ -43,6 +43,22 @@ class TestUserErrors:
         assert result.code == EXIT_ERROR
         assert "not a database URL: 'just-a-name'" in one_line(result.err)
 
+    def test_malformed_sqlite_url(self, cli):
+        """A SQLite URL without its slashes says what shape it should have."""
+        result = cli("--db", "sqlite:memory.db", "memory", "list")
+        assert result.code == EXIT_ERROR
+        assert one_line(result.err) == (
+            "error: malformed SQLite URL 'sqlite:memory.db'; expected sqlite:///PATH"
+        )
+
+    def test_missing_postgresql_database(self, cli):
+        """A PostgreSQL database that does not exist (or a server that is down) is one line."""
+        pytest.importorskip("agent_engine.memory.sql")
+        url = "postgresql+psycopg://postgres@127.0.0.1:5432/agent_engine_no_such_database"
+        result = cli("--db", url, "memory", "list")
+        assert result.code == EXIT_ERROR
+        assert one_line(result.err).startswith("error: ")
+
     def test_missing_sqlite_file(self, cli, tmp_path):
         """An explicit SQLite file that does not exist is reported, not silently created."""
         missing = tmp_path / "nowhere" / "memory.db"
