@@ -33,6 +33,8 @@ def make_confirm(assume_yes: bool) -> Confirm:
         if not answer:
             sys.stderr.write("\nno answer (stdin is closed): declined\n")
             return False
+        if not sys.stdin.isatty():  # a terminal echoes the answer; show a piped one too
+            sys.stderr.write(answer.strip() + "\n")
         return answer.strip().casefold() in _YES
 
     return confirm

@@ -202,7 +202,7 @@ def finish_task(assembler: ContextAssembler, sample: SampleProject) -> dict[str,
     memory = assembler.task_store(task)
     project = assembler.project_store(task.project_id)
     # What the task learned outlives it only by explicit promotion.
-    lesson = memory.add_reasoning(sample.lesson, "retrospective", importance=0.9)
+    lesson = memory.add(memory.new_item("lesson", sample.lesson, importance=0.9, tags=("lesson",)))
     to_project = promote(memory, project, lesson.id, reason="lesson of the task")
     global_write: dict[str, Any] = {"from": "project", "to": "global", "confirmed": False}
     try:
@@ -240,6 +240,7 @@ def demo(
     sample = SampleProject.load()
     embedder = make_embedder(options.embedder)
     store = open_store(options.db, embedder=embedder, create=True)
+    ctx.call_on_close(store.backend.close)
     assembler = ContextAssembler(store.backend, confirm=make_confirm(yes or options.yes))
     task = sample.task
     now = assembler.clock()

@@ -12,7 +12,8 @@ Exit codes::
     2  the command line itself is wrong (unknown option, missing argument)
     3  a confirmation was declined, so nothing was written
     4  an unexpected internal error (a bug: please report it with the --debug output)
-  130  interrupted (Ctrl-C)
+
+Ctrl-C stops a command with "Aborted!" (exit 1), as the command-line framework reports it.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def _one_line(text: str) -> str:
 def describe(error: BaseException) -> tuple[str, int]:
     """The line a user sees for ``error``, and the exit code it maps to."""
     if isinstance(error, ConfirmationDeclined):
-        return f"declined: {_one_line(str(error))}; nothing was written", EXIT_DECLINED
+        what = _one_line(str(error)).removeprefix("confirmation declined: ")
+        return f"declined: {what} was not confirmed; nothing was written", EXIT_DECLINED
     if isinstance(error, SchemaVersionError):
         hint = "" if "db upgrade" in str(error) else " (run `agent-engine db upgrade`)"
         return f"error: {_one_line(str(error))}{hint}", EXIT_ERROR

@@ -134,6 +134,7 @@ def _open(
     options = settings(ctx)
     embedder = make_embedder(options.embedder) if embed else None
     store = open_store(options.db, embedder=embedder, create=create)
+    ctx.call_on_close(store.backend.close)
     return Scope(
         store,
         ProjectMemoryStore(project or default_project(), store.backend),
@@ -419,6 +420,5 @@ def status(
     out.print(Text(f"size: {'n/a' if size is None else f'{size:,} bytes'}"))
     out.print(Text(f"schema revision: {revision or 'n/a'}"))
     out.print(Text("items in the store: " + ", ".join(f"{n} {t}" for t, n in totals.items())))
-    out.print(
-        counts_table(f"This scope ({scope.project.namespace}, {scope.user.namespace})", counts)
-    )
+    out.print(Text(f"scope: {scope.project.namespace} and {scope.user.namespace}"))
+    out.print(counts_table("Items in this scope", counts))

@@ -125,7 +125,7 @@ def default_url() -> str:
     """``AGENT_ENGINE_DB``, else the embedded SQLite default (``memory://`` without SQL)."""
     if os.environ.get(DB_ENV):
         return os.environ[DB_ENV]
-    if not sql_available():
+    if not sql_available():  # only while the SQL backend is not part of the installation
         return MEMORY_URL
     return sql_api().default_url()
 
@@ -224,6 +224,9 @@ def make_embedder(name: str) -> Embedder:
         )
     if name == "hashing":
         return HashingEmbedder()
+    # The command is the application: the model loads quietly, without progress bars.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         return cast("Embedder", SentenceTransformerEmbedder())
     except EmbeddingError as exc:

@@ -1,0 +1,160 @@
+"""Errors as a user sees them: one line on stderr, a non-zero exit code, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_engine import (
+    BackendUnavailableError,
+    ConfirmationDeclined,
+    IndexCorruptError,
+    ItemNotFoundError,
+    SchemaVersionError,
+    ValidationError,
+)
+from agent_engine.cli._errors import (
+    EXIT_DECLINED,
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    describe,
+)
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+class TestUserErrors:
+    def test_unsupported_url(self, cli):
+        """A URL of an unknown scheme names the scheme and the URLs that work."""
+        result = cli("--db", "mysql://root@localhost/x", "memory", "list")
+        assert result.code == EXIT_ERROR
+        line = one_line(result.err)
+        assert line.startswith("error: unsupported database URL scheme 'mysql'")
+        assert "sqlite:///PATH" in line
+        assert result.out == ""
+
+    def test_not_a_url(self, cli):
+        """Something that is not a URL at all is refused the same way."""
+        result = cli("--db", "just-a-name", "memory", "status")
+        assert result.code == EXIT_ERROR
+        assert "not a database URL: 'just-a-name'" in one_line(result.err)
+
+    def test_malformed_sqlite_url(self, cli):
+        """A SQLite URL without its slashes says what shape it should have."""
+        result = cli("--db", "sqlite:memory.db", "memory", "list")
+        assert result.code == EXIT_ERROR
+        assert one_line(result.err) == (
+            "error: malformed SQLite URL 'sqlite:memory.db'; expected sqlite:///PATH"
+        )
+
+    def test_missing_postgresql_database(self, cli):
+        """A PostgreSQL database that does not exist (or a server that is down) is one line."""
+        pytest.importorskip("agent_engine.memory.sql")
+        url = "postgresql+psycopg://postgres@127.0.0.1:5432/agent_engine_no_such_database"
+        result = cli("--db", url, "memory", "list")
+        assert result.code == EXIT_ERROR
+        assert one_line(result.err).startswith("error: ")
+
+    def test_missing_sqlite_file(self, cli, tmp_path):
+        """An explicit SQLite file that does not exist is reported, not silently created."""
+        missing = tmp_path / "nowhere" / "memory.db"
+        result = cli("--db", f"sqlite:///{missing}", "memory", "list")
+        assert result.code == EXIT_ERROR
+        assert f"no database at {missing}" in one_line(result.err)
+        assert not missing.parent.exists()
+
+    def test_unknown_id(self, cli):
+        """An id that is not in the scope is an error naming the id and the scope."""
+        result = cli("memory", "show", "no-such-id")
+        assert result.code == EXIT_ERROR
+        line = one_line(result.err)
+        assert "no item with id 'no-such-id'" in line
+        assert "project:webshop" in line
+        assert "global:ada" in line
+
+    def test_debug_shows_the_traceback(self, cli):
+        """--debug adds the traceback above the same one-line message."""
+        result = cli("--debug", "memory", "pin", "no-such-id")
+        assert result.code == EXIT_ERROR
+        assert "Traceback (most recent call last)" in result.err
+        assert "ItemNotFoundError" in result.err
+        assert result.err.rstrip().splitlines()[-1].startswith("error: no item with id")
+
+    def test_declined_global_preference(self, cli):
+        """With nobody to answer, a global preference is declined: exit 3, nothing written."""
+        result = cli(
+            "--embedder", "hashing", "memory", "add", "Answer in French",
+            "--kind", "preference", "--tier", "global",
+        )  # fmt: skip
+        assert result.code == EXIT_DECLINED
+        assert "[y/N]" in result.err
+        assert result.err.rstrip().splitlines()[-1] == (
+            "declined: add_preference was not confirmed; nothing was written"
+        )
+        assert "added" not in result.out
+
+    def test_usage_error(self, cli):
+        """An unknown command is a usage error (exit 2), not a crash."""
+        result = cli("memory", "frobnicate")
+        assert result.code == 2
+        assert "No such command" in result.err
+        assert "Traceback" not in result.err
+
+    def test_forget_needs_id_or_query(self, cli):
+        """forget without an id or a query says what it needs."""
+        result = cli("memory", "forget")
+        assert result.code == EXIT_ERROR
+        assert one_line(result.err) == "error: give either an ID or --query WORDS (not both)"
+
+    def test_db_commands_need_sql(self, cli):
+        """memory:// has no schema; db current says so."""
+        result = cli("db", "current")
+        assert result.code == EXIT_ERROR
+        assert "has no schema" in one_line(result.err)
+
+
+class TestDescribe:
+    @pytest.mark.parametrize(
+        ("error", "start", "code"),
+        [
+            pytest.param(ItemNotFoundError("x"), "error: no item with id 'x'", 1, id="not-found"),
+            pytest.param(
+                BackendUnavailableError("cannot connect\n  to server"),
+                "error: cannot connect to server",
+                1,
+                id="unavailable-multiline",
+            ),
+            pytest.param(
+                IndexCorruptError("the FAISS index at /x is unreadable"),
+                "error: the FAISS index at /x is unreadable",
+                1,
+                id="corrupt-index",
+            ),
+            pytest.param(
+                SchemaVersionError("database is at revision 0001, code expects 0002"),
+                "error: database is at revision 0001, code expects 0002 (run `agent-engine db",
+                1,
+                id="schema-hint",
+            ),
+            pytest.param(ValidationError("bad importance"), "error: bad importance", 1, id="bad"),
+            pytest.param(
+                ConfirmationDeclined("clear_global"),
+                "declined: clear_global was not confirmed",
+                EXIT_DECLINED,
+                id="declined",
+            ),
+            pytest.param(
+                RuntimeError("boom"), "internal error: RuntimeError: boom", EXIT_INTERNAL, id="bug"
+            ),
+        ],
+    )
+    def test_one_line_and_code(self, error, start, code):
+        """Every error becomes one line with the exit code of its kind."""
+        line, exit_code = describe(error)
+        assert line.startswith(start)
+        assert "\n" not in line
+        assert exit_code == code

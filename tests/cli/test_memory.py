@@ -1,0 +1,161 @@
+"""Memory and db commands on a SQLite file: each command is its own process, the file persists.
+
+These need the SQL backend; the ``sql_cli`` fixture skips them where it cannot be imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_engine.cli._errors import EXIT_DECLINED, EXIT_ERROR
+
+
+def add(cli, text, *args):
+    result = cli("--json", "--embedder", "hashing", "memory", "add", text, *args)
+    assert result.code == 0, result.err
+    return result.json()["id"]
+
+
+class TestMemoryCommands:
+    def test_add_list_show_search(self, sql_cli):
+        """What add stores, list, show and search find in a later process."""
+        decision = add(sql_cli, "Prices are stored in cents", "--kind", "decision")
+        add(sql_cli, "Snake case for every module name", "--kind", "convention")
+        add(sql_cli, "Other project's secret", "--project", "billing")
+
+        listed = sql_cli("--json", "memory", "list").json()
+        assert [item["text"] for item in listed] == [
+            "Snake case for every module name",
+            "Prices are stored in cents",
+        ]
+        only = sql_cli("memory", "list", "--kind", "decision", "--json").json()
+        assert [item["id"] for item in only] == [decision]
+
+        shown = sql_cli("--json", "memory", "show", decision).json()
+        assert shown["text"] == "Prices are stored in cents"
+        assert sql_cli("memory", "show", decision).out.count(decision) >= 1
+
+        hits = sql_cli("--json", "--embedder", "hashing", "memory", "search", "prices cents")
+        assert hits.code == 0, hits.err
+        assert hits.json()[0]["id"] == decision
+        assert 0 < hits.json()[0]["score"] <= 1
+
+        table = sql_cli("memory", "list")
+        assert "Prices are stored in cents" in table.out
+        assert "secret" not in table.out
+
+    def test_pin_and_unpin(self, sql_cli):
+        """pin and unpin change the stored status."""
+        item = add(sql_cli, "Deploy on Tuesdays")
+        assert sql_cli("memory", "pin", item).code == 0
+        assert sql_cli("--json", "memory", "show", item).json()["status"] == "pinned"
+        assert sql_cli("memory", "unpin", item).code == 0
+        assert sql_cli("--json", "memory", "show", item).json()["status"] == "confirmed"
+
+    def test_forget_one_by_id(self, sql_cli):
+        """forget ID deletes that item without asking; a second forget does not find it."""
+        item = add(sql_cli, "Temporary note")
+        result = sql_cli("memory", "forget", item)
+        assert result.code == 0, result.err
+        assert f"forgot {item}" in result.out
+        again = sql_cli("memory", "forget", item)
+        assert again.code == EXIT_ERROR
+        assert "no item with id" in again.err
+
+    def test_forget_many_asks_first(self, sql_cli):
+        """forget --query asks before deleting several; declined keeps them, --yes deletes."""
+        first = add(sql_cli, "Flaky login test on CI")
+        second = add(sql_cli, "The login test is flaky on Mondays")
+        keep = add(sql_cli, "Login page uses OAuth")
+
+        declined = sql_cli("memory", "forget", "--query", "flaky login")
+        assert declined.code == EXIT_DECLINED
+        assert "Forget these 2 memories? [y/N]" in declined.err
+        assert len(sql_cli("--json", "memory", "list").json()) == 3
+
+        confirmed = sql_cli("--json", "memory", "forget", "--query", "flaky login", input="y\n")
+        assert confirmed.code == 0, confirmed.err
+        assert sorted(confirmed.json()["forgotten"]) == sorted([first, second])
+        assert [item["id"] for item in sql_cli("--json", "memory", "list").json()] == [keep]
+
+        nothing = sql_cli("memory", "forget", "--query", "flaky")
+        assert nothing.code == EXIT_ERROR
+        assert "no memory contains every word of 'flaky'" in nothing.err
+
+    def test_promote_to_global_asks(self, sql_cli):
+        """promote --to global asks: declined writes nothing, a piped yes promotes."""
+        item = add(sql_cli, "Reproduce before fixing", "--kind", "pattern")
+        declined = sql_cli("--embedder", "hashing", "memory", "promote", item, "--to", "global")
+        assert declined.code == EXIT_DECLINED
+        assert sql_cli("--json", "memory", "list", "--tier", "global").json() == []
+
+        promoted = sql_cli(
+            "--json", "--embedder", "hashing", "memory", "promote", item, "--to", "global",
+            "--reason", "holds everywhere", input="yes\n",
+        )  # fmt: skip
+        assert promoted.code == 0, promoted.err
+        copy = promoted.json()
+        assert copy["namespace"] == "global:ada"
+        assert copy["provenance"]["source_item_id"] == item
+        assert copy["provenance"]["reason"] == "holds everywhere"
+        assert copy["duplicate"] is False
+
+    def test_promote_to_project_needs_a_task_item(self, sql_cli):
+        """--to project promotes a task's item; a project item is refused with a hint."""
+        item = add(sql_cli, "Already project memory")
+        result = sql_cli("--embedder", "hashing", "memory", "promote", item, "--to", "project")
+        assert result.code == EXIT_ERROR
+        assert "--to project promotes a task's item" in result.err
+
+    def test_status_counts_and_revision(self, sql_cli, sqlite_url):
+        """status counts the scope per kind and reports the file's size and schema revision."""
+        add(sql_cli, "One decision", "--kind", "decision")
+        add(sql_cli, "Another decision", "--kind", "decision")
+        add(sql_cli, "A convention", "--kind", "convention")
+        status = sql_cli("--json", "memory", "status").json()
+        assert status["store"] == sqlite_url
+        assert status["size_bytes"] > 0
+        assert status["schema_revision"]
+        assert {(c["kind"], c["items"]) for c in status["counts"]} == {
+            ("decision", 2),
+            ("convention", 1),
+        }
+        assert status["totals"]["project"] == 3
+        shown = sql_cli("memory", "status")
+        assert "schema revision:" in shown.out
+        assert "decision" in shown.out
+
+
+class TestDbCommands:
+    def test_upgrade_creates_then_current_reports(self, sql_cli, sqlite_url):
+        """db upgrade creates a new database at the current revision; db current shows it."""
+        path = Path(sqlite_url.removeprefix("sqlite:///"))
+        assert not path.exists()
+        upgraded = sql_cli("--json", "db", "upgrade")
+        assert upgraded.code == 0, upgraded.err
+        assert upgraded.json()["before"] is None
+        assert upgraded.json()["after"]
+        assert path.exists()
+        current = sql_cli("--json", "db", "current")
+        assert current.json()["revision"] == upgraded.json()["after"]
+        again = sql_cli("db", "upgrade")
+        assert "already at revision" in again.out
+
+    def test_current_of_a_missing_database(self, sql_cli, tmp_path):
+        """db current on a file that does not exist is an error, and creates nothing."""
+        missing = tmp_path / "missing.db"
+        result = sql_cli("--db", f"sqlite:///{missing}", "db", "current")
+        assert result.code == EXIT_ERROR
+        assert "no database at" in result.err
+        assert not missing.exists()
+
+
+class TestDemoOnSqlite:
+    def test_demo_leaves_project_memory_and_reruns_cleanly(self, sql_cli):
+        """The demo's memories persist; a second run resets them and ends the same."""
+        for _ in range(2):
+            result = sql_cli("--embedder", "hashing", "demo")
+            assert result.code == 0, result.err
+            scope = ("--project", "ledgerline-demo", "--user", "demo-user")
+            status = sql_cli("--json", "memory", "status", *scope).json()
+            assert status["totals"] == {"task": 0, "project": 17, "global": 4}
