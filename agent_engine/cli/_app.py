@@ -64,8 +64,12 @@ def root(
     settings.embedder = embedder.value
     if debug:
         # The command is the application, so configuring logging is its call (never the
-        # library's): debug events of the library go to stderr.
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+        # library's): agent_engine's debug events go to stderr, other libraries stay quiet.
+        logger = logging.getLogger("agent_engine")
+        logger.setLevel(logging.DEBUG)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 app.command(name="demo")(_demo.demo)

@@ -171,6 +171,13 @@ def ingest(
 
 OnContext = Callable[[int, Step, ContextPackage], None]
 
+_LEGEND = (
+    "Before each step the executor asks for a context about the step. Why an item is in: "
+    "head = the first items of the task's timeline, tail = its latest steps, ranked = chosen "
+    "by the hybrid relevance policy, pinned = always first. Budget bars: green within the "
+    "tier's share, yellow = spill-over from budget other tiers left unused."
+)
+
 
 class PipelineExecutor:
     """The smallest useful executor: context in, step out, everything recorded.
@@ -268,6 +275,7 @@ def demo(
             )
         )
         out.print(Text(f"Task: {task.description}", style="bold"))
+        out.print(Text(_LEGEND, style="dim"))
     else:
         ingested = ingest(sample, project, seeding, now=now)
 
@@ -291,6 +299,13 @@ def demo(
         out.print(Rule(f"Step {number}/{len(sample.steps)}: {step.stage}"))
         out.print(Text(f"query: {step.query}"))
         show_package(out, package, omitted)
+        out.print(
+            Text(
+                f"The model runs with this context; the executor records its reasoning and "
+                f"the {step.tool} output in task memory.",
+                style="dim",
+            )
+        )
 
     PipelineExecutor(assembler, budget_tokens=budget).run(task, sample.steps, on_context)
 

@@ -44,7 +44,7 @@ from agent_engine.cli._output import (
     item_table,
     show_item,
 )
-from agent_engine.cli._settings import Settings, default_project, default_user, settings
+from agent_engine.cli._settings import default_project, default_user, settings
 from agent_engine.cli._store import Store, make_embedder, open_store
 
 __all__ = ["app"]
@@ -252,17 +252,20 @@ def show(
 # ---------------------------------------------------------------------------- forget
 
 
-def _keyword_matches(scope: Scope, query: str) -> list[ContextItem]:
+def _keyword_matches(scope: Scope, query: str) -> list[tuple[TierStore, ContextItem]]:
     """Items containing every word of ``query``: BM25 finds candidates, words decide."""
     words = {word.casefold() for word in _WORD.findall(query)}
     if not words:
         raise ValidationError("--query needs at least one word", field="query", value=query)
-    return [
-        hit.item
+    found = [
+        (store, hit.item)
         for store in scope.stores()
         for hit in store.backend.lexical_search(query, 1000, store.scope)
         if words <= {word.casefold() for word in _WORD.findall(hit.item.body)}
     ]
+    if not found:
+        raise CommandError(f"no memory contains every word of {query!r}")
+    return found
 
 
 @app.command()
@@ -281,29 +284,19 @@ def forget(
     """Delete one memory by ID, or those matching --query (asks before deleting more than one)."""
     if (item_id is None) == (query is None):
         raise CommandError("give either an ID or --query WORDS (not both)")
-    options: Settings = settings(ctx)
     scope = _open(ctx, project, user)
-    if item_id is not None:
-        store, item = scope.find(item_id)
-        victims = [(store, item)]
-    else:
-        assert query is not None  # noqa: S101 - checked above; narrows the type
-        matches = _keyword_matches(scope, query)
-        if not matches:
-            raise CommandError(f"no memory contains every word of {query!r}")
-        by_namespace = {store.namespace: store for store in scope.stores()}
-        victims = [(by_namespace[item.namespace], item) for item in matches]
-        if len(victims) > 1:
-            if not _json(ctx, json_output):
-                console().print(item_table([item for _, item in victims], title="Would forget"))
-            confirm = make_confirm(yes or options.yes)
-            request = ConfirmationRequest(
-                "forget", f"Forget these {len(victims)} memories?", tuple(m for m in matches)
-            )
-            if not confirm(request):
-                raise ConfirmationDeclined("forget", f"forgetting {len(victims)} memories")
-    for store, item in victims:
-        store.delete(item.id)
+    victims = [scope.find(item_id)] if item_id is not None else _keyword_matches(scope, query or "")
+    if len(victims) > 1:
+        if not _json(ctx, json_output):
+            console().print(item_table([item for _, item in victims], title="Would forget"))
+        confirm = make_confirm(yes or settings(ctx).yes)
+        items = tuple(item for _, item in victims)
+        if not confirm(
+            ConfirmationRequest("forget", f"Forget these {len(items)} memories?", items)
+        ):
+            raise ConfirmationDeclined("forget", f"forgetting {len(items)} memories")
+    for store in scope.stores():  # one journaled batch per store
+        store.delete_many(item.id for owner, item in victims if owner is store)
     if _json(ctx, json_output):
         emit_json({"forgotten": [item.id for _, item in victims]})
     else:

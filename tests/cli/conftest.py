@@ -90,14 +90,10 @@ def sql_cli(cli_env, tmp_path, sqlite_url) -> Cli:
 
 
 @pytest.fixture
-def default_cli(cli_env, tmp_path, sqlite_url) -> Cli:
-    """The command as a fresh install runs it: on a SQLite file when the SQL backend is here.
+def default_cli(cli_env, tmp_path) -> Cli:
+    """The command as a fresh install runs it: no --db, no $AGENT_ENGINE_DB.
 
-    (The file is in the test's folder rather than the user's data directory; without the SQL
-    backend the default is the in-memory store.)
+    HOME and XDG_DATA_HOME point into the test's folder, so the per-user default store is
+    created there, never in the real user's data directory.
     """
-    try:
-        import agent_engine.memory.sql  # noqa: F401, PLC0415
-    except ImportError:
-        return Cli(cli_env, tmp_path)
-    return Cli({**cli_env, "AGENT_ENGINE_DB": sqlite_url}, tmp_path)
+    return Cli(cli_env, tmp_path)

@@ -25,6 +25,15 @@ class TestDemo:
         assert "project -> global: confirmed" in result.out
         assert "Traceback" not in result.err
 
+    def test_default_store_is_a_file_in_the_user_data_directory(self, default_cli, tmp_path):
+        """Without --db the demo's store is the embedded SQLite default, under the user's data."""
+        pytest.importorskip("agent_engine.memory.sql")
+        result = default_cli("--json", "--embedder", "hashing", "demo")
+        assert result.code == 0, result.err
+        url = result.json()["store"]
+        assert url.startswith("sqlite:///")
+        assert url.removeprefix("sqlite:///").startswith(str(tmp_path))
+
     def test_json_describes_every_step(self, cli):
         """--json prints one document: each step's package within budget, explained."""
         result = cli("--json", "--embedder", "hashing", "demo", "--budget", "200")

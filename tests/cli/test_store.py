@@ -1,0 +1,83 @@
+"""Opening a store from a URL: schemes, SQLite paths, and what a missing file means."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_engine import BackendUnavailableError, HashingEmbedder, InMemoryBackend, ValidationError
+from agent_engine.cli._store import locate, make_embedder, open_store, scheme_of, sqlite_path
+
+
+class TestUrls:
+    @pytest.mark.parametrize(
+        ("url", "scheme"),
+        [
+            ("memory://", "memory"),
+            ("memory:", "memory"),
+            ("sqlite:///memory.db", "sqlite"),
+            ("sqlite+pysqlite:////srv/x.db", "sqlite"),
+            ("postgresql+psycopg://postgres@127.0.0.1/test", "postgresql"),
+            ("postgres://u@h/d", "postgresql"),
+        ],
+    )
+    def test_schemes(self, url, scheme):
+        """Each supported URL maps to its store kind, driver suffixes aside."""
+        assert scheme_of(url) == scheme
+
+    @pytest.mark.parametrize("url", ["mysql://root@h/d", "nothing", "", "http://x"])
+    def test_unsupported(self, url):
+        """Anything else is refused with the URLs that work."""
+        with pytest.raises(BackendUnavailableError, match=r"sqlite:///PATH"):
+            scheme_of(url)
+
+    @pytest.mark.parametrize(
+        ("url", "path"),
+        [
+            ("sqlite:///memory.db", Path("memory.db")),
+            ("sqlite:////srv/a/b.db", Path("/srv/a/b.db")),
+            ("sqlite:////srv/a.db?timeout=5", Path("/srv/a.db")),
+            ("sqlite://", None),
+            ("sqlite:///:memory:", None),
+        ],
+    )
+    def test_sqlite_paths(self, url, path):
+        """Three slashes and a relative path, four and an absolute one; no file in memory."""
+        assert sqlite_path(url) == path
+
+
+class TestLocate:
+    def test_explicit_missing_file_is_an_error(self, tmp_path):
+        """A file named explicitly must exist unless the command creates stores."""
+        url = f"sqlite:///{tmp_path / 'gone' / 'x.db'}"
+        with pytest.raises(BackendUnavailableError, match="no database at"):
+            locate(url)
+        assert not (tmp_path / "gone").exists()
+
+    def test_create_makes_the_folder(self, tmp_path):
+        """With create, the file's folder is made (the backend makes the file)."""
+        url = f"sqlite:///{tmp_path / 'new' / 'x.db'}"
+        location = locate(url, create=True)
+        assert location.path == tmp_path / "new" / "x.db"
+        assert (tmp_path / "new").is_dir()
+
+    def test_memory_store(self):
+        """memory:// opens an in-memory backend with the embedder given."""
+        embedder = HashingEmbedder()
+        store = open_store("memory://", embedder=embedder)
+        assert isinstance(store.backend, InMemoryBackend)
+        assert store.backend.embedder is embedder
+        assert store.size_bytes() is None
+        assert store.revision() is None
+
+
+class TestEmbedders:
+    def test_hashing(self):
+        """hashing needs no model."""
+        assert isinstance(make_embedder("hashing"), HashingEmbedder)
+
+    def test_unknown(self):
+        """An unknown name is a validation error naming the choices."""
+        with pytest.raises(ValidationError, match="auto, minilm, hashing"):
+            make_embedder("word2vec")
