@@ -261,7 +261,8 @@ class RowIndex:
     def load(cls, path: Path, kind: str, hnsw_m: int, ef_construction: int) -> RowIndex:
         """Read a saved index; raise IndexCorruptError if it is unreadable or not of this kind."""
         try:
-            with np.load(path, allow_pickle=False) as data:
+            # Our own handle: np.load leaves its file open when the zip directory is torn.
+            with path.open("rb") as handle, np.load(handle, allow_pickle=False) as data:
                 header = json.loads(bytes(data["header"]).decode())
                 ids = [str(i) for i in data["ids"]]
                 namespaces = [str(n) for n in data["namespaces"]]
