@@ -48,6 +48,7 @@ from agent_engine.errors import (
 from agent_engine.filters import Filter, parse_filter
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
+from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
     AuditAction,
@@ -104,6 +105,7 @@ __all__ = [
     "Embedder",
     "EmbeddingError",
     "EvictionPolicy",
+    "FaissBackend",
     "Filter",
     "FilterError",
     "FrequencyScorer",

@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent_engine.embeddings import HashingEmbedder
+from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 
-BACKENDS = ["memory"]
+BACKENDS = ["memory", "faiss"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -18,6 +19,9 @@ def backend(request):
     embedder = HashingEmbedder(dim=64)
     if request.param == "memory":
         with InMemoryBackend(embedder=embedder) as backend:
+            yield backend
+    elif request.param == "faiss":
+        with FaissBackend(embedder=embedder) as backend:
             yield backend
 
 

@@ -1,0 +1,461 @@
+"""The FAISS backend: a vector index over any record store.
+
+:class:`FaissBackend` keeps vectors in a FAISS index and delegates every payload to another
+:class:`~agent_engine.memory.backend.MemoryBackend` (an :class:`InMemoryBackend` by default,
+or a SQL store), so items are stored, filtered and counted by the record store and ranked by
+the index. Every write goes to the record store first and reaches the index under the same
+lock, only once the store accepted it: a refused batch changes neither, a delete or update
+shows in the next search, and search re-reads ranked items from the store, so a hit always
+carries the stored payload.
+
+**Exact or approximate.** ``index="flat"`` (the default) is exact: numpy scores a zero-copy
+view of the index's vectors (one BLAS pass at memory bandwidth, faster than FAISS's own flat
+search for one query). ``index="hnsw"`` builds an ``IndexHNSWFlat`` graph (inner product)
+for stores of hundreds of thousands of items and more; it is approximate (recall set by
+``ef_search``), and scopes of at most ``exact_below`` rows are still scored exactly.
+
+**Filtered search.** Filters apply before the top-k cut, exactly:
+
+1. A ``namespace`` equality (every tier store sends one) restricts scoring to that
+   namespace's rows, which the index tracks itself; other namespaces cost nothing.
+2. Remaining conditions are checked on the stored items while walking the ranking in
+   windows of ``4k``, ``16k``, ... rows. A walk is exact because the ranking is complete
+   (flat) or rows are taken in HNSW's order (hnsw).
+3. If ``walk_limit`` rows were walked without finding ``k`` matches, the filter is
+   selective (fewer than ``k`` in ``walk_limit`` rows match), so the matching ids are asked
+   from the record store (whose own filtering may use SQL indexes) and scored exactly.
+   Work is thus bounded by ``walk_limit`` fetched rows plus the matches themselves.
+
+**Persistence.** With ``index_path`` the index is loaded on open when it matches the record
+store (same digest of ``(id, vector)`` pairs) and otherwise rebuilt from the store's vectors,
+with a warning: a missing, corrupt, truncated or stale file (a writer killed after its last
+save, another program writing the store) costs a rebuild, never an item. ``save()`` writes it
+atomically (temp file, fsync, rename); ``close()`` saves. The index reflects this backend's
+own writes; when other processes write the same store, call :meth:`FaissBackend.rebuild`.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_engine._log import get_logger
+from agent_engine.embeddings import Embedder, normalize_rows
+from agent_engine.errors import (
+    DimensionMismatchError,
+    IndexCorruptError,
+    ValidationError,
+)
+from agent_engine.filters import Filter, Op, Order
+from agent_engine.memory._faiss_index import RowIndex, item_digest, load_faiss
+from agent_engine.memory.audit import AuditStore
+from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
+from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.models import ContextItem, Vector
+
+__all__ = ["FaissBackend"]
+
+IndexKind = Literal["flat", "hnsw"]
+_MASK64 = (1 << 64) - 1
+
+
+class FaissBackend(BaseBackend):
+    """A FAISS vector index in front of a record store (see the module docstring).
+
+    ``store`` holds the items (default: a new :class:`InMemoryBackend`); give the backend
+    the only handle you use to write it. ``index`` is ``"flat"`` (exact) or ``"hnsw"``;
+    ``hnsw_m``, ``ef_construction`` and ``ef_search`` tune the graph. ``index_path`` keeps the
+    index in a file, loaded or rebuilt on open and saved by :meth:`save` and :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        store: MemoryBackend | None = None,
+        *,
+        embedder: Embedder | None = None,
+        dim: int | None = None,
+        index: IndexKind = "flat",
+        index_path: str | Path | None = None,
+        hnsw_m: int = 32,
+        ef_construction: int = 80,
+        ef_search: int = 64,
+        exact_below: int = 20_000,
+        walk_limit: int = 16_384,
+    ) -> None:
+        load_faiss()
+        if index not in ("flat", "hnsw"):
+            raise ValidationError(
+                f"index must be 'flat' or 'hnsw', got {index!r}", field="index", value=index
+            )
+        for name, value in (
+            ("hnsw_m", hnsw_m),
+            ("ef_construction", ef_construction),
+            ("ef_search", ef_search),
+            ("exact_below", exact_below),
+            ("walk_limit", walk_limit),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(
+                    f"{name} must be a positive integer, got {value!r}", field=name, value=value
+                )
+        self.embedder = embedder
+        self.dim = embedder.dim if embedder is not None else dim
+        self.store: MemoryBackend = store if store is not None else InMemoryBackend(dim=self.dim)
+        self.kind: IndexKind = index
+        self.index_path = Path(index_path) if index_path is not None else None
+        self.ef_search = ef_search
+        self.exact_below = exact_below
+        self.walk_limit = walk_limit
+        self._hnsw_m = hnsw_m
+        self._ef_construction = ef_construction
+        self._lock = threading.RLock()
+        self._rows: RowIndex | None = None
+        self._log = get_logger(backend="FaissBackend", index=index, path=str(self.index_path))
+        store_caps = self.store.capabilities
+        self.capabilities = Capabilities(
+            vector_search=True,
+            persistent=store_caps.persistent,
+            atomic_batches=store_caps.atomic_batches,
+        )
+        self._open()
+
+    def __repr__(self) -> str:
+        live = self._rows.live if self._rows is not None else 0
+        return f"FaissBackend(index={self.kind!r}, vectors={live}, store={self.store!r})"
+
+    @property
+    def audit(self) -> AuditStore:
+        """The record store's journal: mutations are recorded where the items live."""
+        return self.store.audit
+
+    # ------------------------------------------------------------------ opening & saving
+
+    def _open(self) -> None:
+        """Load the saved index if it matches the store, else rebuild it from the store."""
+        with self._lock:
+            items = self.store.query(None, limit=None, order_by="-id")
+            entries = self._entries(items)
+            if self.index_path is not None:
+                _remove_stale_temps(self.index_path)
+                loaded = self._load_matching(self.index_path, entries)
+                if loaded is not None:
+                    _follow_namespaces(loaded, items)
+                    self._rows = loaded
+                    return
+            self._rows = self._build(entries)
+            self.save()
+
+    def _load_matching(self, path: Path, entries: list[tuple[str, str, Vector]]) -> RowIndex | None:
+        if not path.exists():
+            if entries:
+                self._log.warning("faiss_index_missing_rebuilding", items=len(entries))
+            return None
+        try:
+            loaded = RowIndex.load(path, self.kind, self._hnsw_m, self._ef_construction)
+        except IndexCorruptError as exc:
+            self._log.warning("faiss_index_corrupt_rebuilding", error=str(exc))
+            return None
+        digest = sum(item_digest(i, v) for i, _, v in entries) & _MASK64
+        if loaded.live != len(entries) or loaded.digest != digest:
+            self._log.warning(
+                "faiss_index_out_of_step_rebuilding",
+                indexed=loaded.live,
+                stored=len(entries),
+            )
+            return None
+        if self.dim is not None and loaded.dim != self.dim:
+            self._log.warning("faiss_index_dimension_changed_rebuilding", saved=loaded.dim)
+            return None
+        return loaded
+
+    def _entries(self, items: list[ContextItem]) -> list[tuple[str, str, Vector]]:
+        """``(id, namespace, normalized vector)`` of the items that carry a vector."""
+        with_vectors = [item for item in items if item.embedding is not None]
+        if not with_vectors:
+            return []
+        matrix = normalize_rows(np.vstack([item.embedding for item in with_vectors]))  # type: ignore[misc]
+        return [(item.id, item.namespace, matrix[n]) for n, item in enumerate(with_vectors)]
+
+    def _build(self, entries: list[tuple[str, str, Vector]]) -> RowIndex | None:
+        dim = self.dim if self.dim is not None else (entries[0][2].shape[0] if entries else None)
+        if dim is None:
+            return None
+        rows = RowIndex(self.kind, dim, hnsw_m=self._hnsw_m, ef_construction=self._ef_construction)
+        rows.add(entries)
+        return rows
+
+    def rebuild(self) -> None:
+        """Rebuild the index from the record store (after other programs wrote to it)."""
+        with self._lock:
+            self._rows = self._build(self._entries(self.store.query(None, limit=None)))
+            if self.index_path is not None and self._rows is not None:
+                self._rows.save(self.index_path)
+
+    def save(self) -> None:
+        """Write the index to ``index_path`` atomically (a no-op without a path)."""
+        with self._lock:
+            if self.index_path is not None and self._rows is not None:
+                self._rows.save(self.index_path)
+
+    def close(self) -> None:
+        """Save the index (with ``index_path``) and close the record store."""
+        with self._lock:
+            self.save()
+            self.store.close()
+
+    # ------------------------------------------------------------------ primitives
+
+    def _insert(self, items: list[ContextItem]) -> None:
+        with self._lock:
+            self._check_dims(items)
+            self.store.add_many(items)
+            self._index(items)
+
+    def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
+        return {item.id: item for item in self.store.get_many(item_ids)}
+
+    def _replace(self, items: list[ContextItem]) -> None:
+        with self._lock:
+            self._check_dims(items)
+            self.store.update_many(items)
+            self._index(items)
+
+    def _remove(self, item_ids: list[str]) -> int:
+        with self._lock:
+            removed = self.store.delete_many(item_ids)
+            self._unindex(item_ids)
+            return removed
+
+    def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
+        order_by = order.field if order.descending else f"-{order.field}"
+        return self.store.query(where, limit=limit, order_by=order_by)
+
+    def _count(self, where: Filter) -> int:
+        return self.store.count(where)
+
+    def _delete_where(self, where: Filter) -> int:
+        with self._lock:
+            doomed = [item.id for item in self.store.query(where, limit=None, order_by="-id")]
+            removed = self.store.delete_many(doomed) if doomed else 0
+            self._unindex(doomed)
+            return removed
+
+    def _touch(self, item_ids: list[str], at: datetime) -> int:
+        # Access counts live in the record store and never move a vector.
+        return self.store.touch(item_ids, at)
+
+    # ------------------------------------------------------------------ index upkeep
+
+    def _check_dims(self, items: list[ContextItem]) -> None:
+        expected = self._vector_dim() or (self._rows.dim if self._rows is not None else None)
+        for item in items:
+            if item.embedding is None:
+                continue
+            expected = expected or item.embedding.shape[0]
+            if item.embedding.shape[0] != expected:
+                raise DimensionMismatchError(
+                    f"item {item.id!r} has a {item.embedding.shape[0]}-dimensional vector; "
+                    f"this index holds {expected}-dimensional vectors",
+                    field="embedding",
+                    value=item.id,
+                )
+
+    def _index(self, items: list[ContextItem]) -> None:
+        """Bring the rows of ``items`` in line with them (called with the lock held)."""
+        changed: list[ContextItem] = []
+        for item in items:
+            rows = self._rows
+            row = rows.row_of.get(item.id) if rows is not None else None
+            if item.embedding is None:
+                if rows is not None:
+                    rows.remove(item.id)
+            elif row is not None and rows is not None and _same_vector(rows, row, item.embedding):
+                rows.move(item.id, item.namespace)
+            else:
+                changed.append(item)
+        entries = self._entries(changed)
+        if not entries:
+            return
+        if self._rows is None:
+            self._rows = self._build(entries)
+        else:
+            self._rows.add(entries)
+        self._compact_if_needed()
+
+    def _unindex(self, item_ids: list[str]) -> None:
+        if self._rows is None:
+            return
+        for item_id in item_ids:
+            self._rows.remove(item_id)
+        self._compact_if_needed()
+
+    def _compact_if_needed(self) -> None:
+        if self._rows is not None and self._rows.needs_compaction():
+            self._rows = self._rows.compacted()
+
+    # ------------------------------------------------------------------ search
+
+    def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
+        with self._lock:
+            rows = self._rows
+            if rows is None or rows.live == 0 or rows.dim != query.shape[0]:
+                return []
+            namespace = _scoped_namespace(where)
+            scope = rows.namespace_rows(namespace) if namespace is not None else None
+            size = len(scope) if scope is not None else rows.live
+            if size == 0:
+                return []
+            if self.kind == "flat" or size <= self.exact_below:
+                ranking: _Ranking = _ExactRanking(rows, query, scope)
+            else:
+                ranking = _HnswRanking(rows, query, scope, self.ef_search)
+            hits = self._walk(ranking, k, where)
+            if hits is None:
+                hits = self._exact_over_matches(rows, query, k, where)
+            return hits
+
+    def _walk(self, ranking: _Ranking, k: int, where: Filter) -> list[SearchHit] | None:
+        """Take ranked rows in growing windows until ``k`` stored, matching items are found.
+
+        Returns ``None`` when ``walk_limit`` rows gave fewer than ``k`` (a selective filter).
+        """
+        hits: list[SearchHit] = []
+        window = 4 * k
+        walked = 0
+        while len(hits) < k:
+            batch = ranking.next(window)
+            if not batch:
+                return hits
+            found = self._fetch([item_id for item_id, _ in batch])
+            for item_id, score in batch:
+                item = found.get(item_id)
+                if item is not None and where.matches(item):
+                    hits.append(SearchHit(item, score))
+                    if len(hits) == k:
+                        break
+            walked += len(batch)
+            if len(hits) < k and walked >= self.walk_limit:
+                return None
+            window *= 4
+        return hits
+
+    def _exact_over_matches(
+        self, rows: RowIndex, query: Vector, k: int, where: Filter
+    ) -> list[SearchHit]:
+        """Score exactly the rows of the items the record store says match ``where``."""
+        matches = {item.id: item for item in self.store.query(where, limit=None, order_by="-id")}
+        wanted = np.fromiter((rows.row_of[i] for i in matches if i in rows.row_of), dtype=np.int64)
+        ranking = _ExactRanking(rows, query, np.sort(wanted))
+        hits: list[SearchHit] = []
+        while len(hits) < k:
+            batch = ranking.next(4 * k)
+            if not batch:
+                break
+            hits.extend(SearchHit(matches[i], s) for i, s in batch)
+        return hits[:k]
+
+
+# ----------------------------------------------------------------------------- rankings
+
+
+class _Ranking:
+    """Rows in descending score order, ties by id, handed out a window at a time."""
+
+    def next(self, window: int) -> list[tuple[str, float]]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _ExactRanking(_Ranking):
+    """Exact scores of a scope, cut into score bands so ties at a band's edge stay whole."""
+
+    def __init__(self, rows: RowIndex, query: Vector, scope: npt.NDArray[np.int64] | None) -> None:
+        self._rows = rows
+        self._scope = scope if scope is not None else np.arange(rows.size, dtype=np.int64)
+        self._scores = rows.exact_scores(query, scope)
+        self._remaining = np.ones(len(self._scores), dtype=bool)
+        if scope is None and rows.dead:
+            self._remaining[rows.dead_rows()] = False
+
+    def next(self, window: int) -> list[tuple[str, float]]:
+        candidates = np.flatnonzero(self._remaining)
+        if len(candidates) == 0:
+            return []
+        if len(candidates) > window:
+            part = np.argpartition(-self._scores[candidates], window - 1)[:window]
+            floor = self._scores[candidates[part]].min()
+            # Every row tied with the band's lowest score joins it: ids break ties exactly.
+            candidates = candidates[self._scores[candidates] >= floor]
+        self._remaining[candidates] = False
+        ids = self._rows.ids
+        band = [(ids[self._scope[c]], float(self._scores[c])) for c in candidates]
+        band.sort(key=lambda pair: (-pair[1], pair[0]))
+        return band
+
+
+class _HnswRanking(_Ranking):
+    """HNSW's order: each window asks the graph for more neighbours and skips those given."""
+
+    def __init__(
+        self, rows: RowIndex, query: Vector, scope: npt.NDArray[np.int64] | None, ef: int
+    ) -> None:
+        self._rows = rows
+        self._query = query
+        self._scope = scope
+        self._ef = ef
+        self._given: set[str] = set()
+        self._asked = 0
+        self._limit = len(scope) if scope is not None else rows.live
+
+    def next(self, window: int) -> list[tuple[str, float]]:
+        if self._asked >= self._limit:
+            return []
+        want = min(self._asked + window, self._limit)
+        labels, scores = self._rows.approximate(self._query, want, self._ef, self._scope)
+        # A graph that cannot reach more rows has given all it will.
+        self._asked = want if len(labels) >= want else self._limit
+        ids = self._rows.ids
+        batch = sorted(
+            (
+                (ids[int(row)], float(score))
+                for row, score in zip(labels, scores, strict=True)
+                if ids[int(row)] not in self._given
+            ),
+            key=lambda pair: (-pair[1], pair[0]),
+        )
+        self._given.update(item_id for item_id, _ in batch)
+        return batch
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _scoped_namespace(where: Filter) -> str | None:
+    """The namespace an equality pins the search to (served by per-namespace rows), if any."""
+    for condition in where.conditions:
+        if condition.field == "namespace" and condition.op is Op.EQ:
+            value: str = condition.value
+            return value
+    return None
+
+
+def _same_vector(rows: RowIndex, row: int, embedding: Vector) -> bool:
+    vector = normalize_rows(embedding)[0]
+    return bool(np.array_equal(rows.vectors()[row], vector))
+
+
+def _follow_namespaces(rows: RowIndex, items: list[ContextItem]) -> None:
+    """Follow namespace moves made while the index was closed (they keep the vector)."""
+    for item in items:
+        if item.id in rows.row_of:
+            rows.move(item.id, item.namespace)
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete temp files a killed writer left beside the index."""
+    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+        temp.unlink(missing_ok=True)

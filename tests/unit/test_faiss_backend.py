@@ -1,0 +1,129 @@
+"""FaissBackend behaviour beyond the conformance suite: search paths, upkeep, options."""
+
+from __future__ import annotations
+
+import sys
+
+import attrs
+import numpy as np
+import pytest
+
+from agent_engine.embeddings import HashingEmbedder
+from agent_engine.errors import BackendUnavailableError, ValidationError
+from agent_engine.memory.faiss import FaissBackend
+from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.testing.conformance import make_item
+
+DIM = 32
+
+
+def _corpus(n: int):
+    rng = np.random.default_rng(0)
+    return [
+        make_item(
+            i,
+            embedding=rng.standard_normal(DIM).astype(np.float32),
+            namespace=f"ns-{i % 3}",
+            importance=0.9 if i % 97 == 0 else 0.1,
+        )
+        for i in range(n)
+    ]
+
+
+def _oracle(items, query, k, predicate):
+    matrix = np.vstack([i.embedding / np.linalg.norm(i.embedding) for i in items])
+    scores = matrix @ (query / np.linalg.norm(query))
+    ranked = sorted(
+        (pair for pair in zip(scores, items, strict=True) if predicate(pair[1])),
+        key=lambda pair: (-pair[0], pair[1].id),
+    )
+    return [item.id for _, item in ranked[:k]]
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+@pytest.mark.parametrize("walk_limit", [8, 16_384])
+def test_selective_filters_are_exact(kind, walk_limit):
+    """A filter matching ~1% of a namespace gives the exact top-k, walked or via the store."""
+    items = _corpus(3000)
+    backend = FaissBackend(dim=DIM, index=kind, exact_below=1, walk_limit=walk_limit)
+    backend.add_many(items)
+    query = np.random.default_rng(1).standard_normal(DIM)
+    filters = {"namespace": "ns-1", "importance": {"$gt": 0.5}}
+    hits = backend.search(query, k=5, filters=filters)
+    want = _oracle(items, query, 5, lambda i: i.namespace == "ns-1" and i.importance > 0.5)
+    assert [hit.item.id for hit in hits] == want
+
+
+def test_hnsw_recall_without_filters():
+    """Unscoped HNSW search agrees with exact search on nearly all of the top 10."""
+    items = _corpus(3000)
+    backend = FaissBackend(dim=DIM, index="hnsw", exact_below=1, ef_search=128)
+    backend.add_many(items)
+    rng = np.random.default_rng(2)
+    overlap = 0
+    for _ in range(20):
+        query = rng.standard_normal(DIM)
+        got = {hit.item.id for hit in backend.search(query, k=10)}
+        overlap += len(got & set(_oracle(items, query, 10, lambda _: True)))
+    assert overlap / 200 >= 0.9
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_dead_rows_are_compacted_and_never_returned(kind):
+    """Updates and deletes leave tombstones; past a threshold the index is rebuilt smaller."""
+    items = _corpus(1500)
+    backend = FaissBackend(dim=DIM, index=kind, exact_below=1)
+    backend.add_many(items)
+    doomed = [item.id for item in items[:1400]]
+    backend.delete_many(doomed)
+    rows = backend._rows
+    assert rows is not None
+    assert rows.live == 100
+    assert rows.size < 1500  # compacted once dead rows outnumbered live ones past the floor
+    hits = backend.search(items[5].embedding, k=100)
+    assert len(hits) == 100
+    assert not {hit.item.id for hit in hits} & set(doomed)
+
+
+def test_namespace_moves_follow_updates():
+    """An item moved to another namespace is found there, and no longer in the old one."""
+    backend = FaissBackend(dim=DIM)
+    items = _corpus(30)
+    backend.add_many(items)
+    moved = attrs.evolve(items[0], namespace="elsewhere")
+    backend.update(moved)
+    assert [
+        h.item.id
+        for h in backend.search(items[0].embedding, k=1, filters={"namespace": "elsewhere"})
+    ] == [items[0].id]
+    assert items[0].id not in {
+        h.item.id for h in backend.search(items[0].embedding, k=30, filters={"namespace": "ns-0"})
+    }
+
+
+def test_store_is_the_record_of_truth():
+    """Items live in the given store; the backend exposes its journal and persistence flag."""
+    store = InMemoryBackend(embedder=HashingEmbedder(dim=DIM))
+    backend = FaissBackend(store, embedder=HashingEmbedder(dim=DIM))
+    backend.add(make_item(1))
+    assert store.get("item-00001") is not None
+    assert backend.audit is store.audit
+    assert backend.capabilities.persistent is store.capabilities.persistent
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"index": "ivf"}, {"hnsw_m": 0}, {"ef_search": True}, {"walk_limit": "many"}],
+)
+def test_bad_options_are_refused(options):
+    """A misconfigured backend is a ValidationError naming the option."""
+    with pytest.raises(ValidationError) as info:
+        FaissBackend(dim=DIM, **options)
+    assert info.value.field == next(iter(options))
+
+
+def test_missing_faiss_says_how_to_install(monkeypatch):
+    """Without faiss-cpu installed, construction fails with the install command."""
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    with pytest.raises(BackendUnavailableError, match=r"agent-engine\[faiss\]"):
+        FaissBackend(dim=DIM)
