@@ -154,6 +154,8 @@ class ContextAssembler:
         self._globals: dict[str, GlobalMemoryStore] = {}
         self._lock = threading.Lock()
         self._costs: LRUCache[tuple[str, str, str], int] = LRUCache(maxsize=100_000)
+        # Section and session headers recur across steps; counted once per assembler.
+        self._header_costs: LRUCache[str, int] = LRUCache(maxsize=10_000)
 
     # ------------------------------------------------------------------ stores
 
@@ -229,7 +231,14 @@ class ContextAssembler:
                 failures.append(TierFailure(tier, f"{type(exc).__name__}: {exc}"))
                 log.warning("tier_failed", tier=tier.value, error=str(exc), exc_info=True)
 
-        packer = Packer(budget, allocation, self.config.layout, self.counter, self._body_cost)
+        packer = Packer(
+            budget,
+            allocation,
+            self.config.layout,
+            self.counter,
+            self._body_cost,
+            header_costs=self._header_costs,
+        )
         self._pack(packer, plans, allocation)
         self._widen(packer=packer, plans=plans, query=query, policy=policy, now=now, omitted=early)
         pinned_tokens = sum(

@@ -81,15 +81,15 @@ def gather(
     needs_index = bool(wanted & {LEXICAL, NEIGHBOURS}) or policy.strip_sources
     index = store.backend.lexical_index(store.scope) if needs_index else None
     names = named_sources(query, index.sources()) if index is not None and query else frozenset()
-    lexical = index.scores(query) if LEXICAL in wanted and query and index is not None else {}
-    lexical_best = [i for i, _ in sorted(lexical.items(), key=lambda p: (-p[1], p[0]))]
-    ids: dict[str, None] = dict.fromkeys(lexical_best[: limits.per_source])
+    lexical = index.hits(query) if LEXICAL in wanted and query and index is not None else None
+    lexical_best = lexical.best(limits.per_source) if lexical is not None else []
+    ids: dict[str, None] = dict.fromkeys(lexical_best)
 
     dense_query = strip_names(query, names) if policy.strip_sources else query
     embedder = getattr(store.backend, "embedder", None)
     query_vector = None
     dense_best: list[str] = []
-    saturated = len(lexical_best) > limits.per_source
+    saturated = lexical is not None and len(lexical) > limits.per_source
     if DENSE in wanted and dense_query and embedder is not None:
         query_vector = normalize_rows(embedder.embed([dense_query]))[0]
         dense_best = [hit.item.id for hit in store.search(query_vector, k=limits.per_source)]
@@ -117,7 +117,7 @@ def gather(
         query=query,
         items=items,
         dense=_cosines(items, query_vector),
-        lexical={item_id: lexical.get(item_id, 0.0) for item_id in items} if lexical else {},
+        lexical={item_id: lexical.get(item_id) for item_id in items} if lexical else {},
         neighbours=_neighbour_map(items, index, limits.radius) if NEIGHBOURS in wanted else {},
         named_sources=names,
         now=now,

@@ -19,7 +19,8 @@ left out. Nothing is ever added past the budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
+from datetime import date
 
 import attrs
 
@@ -61,6 +62,8 @@ class Packer:
         layout: Layout,
         counter: TokenCounter,
         body_cost: Callable[[ContextItem, str], int],
+        *,
+        header_costs: MutableMapping[str, int] | None = None,
     ) -> None:
         self.budget = budget
         self.allocation = allocation
@@ -75,7 +78,13 @@ class Packer:
         self._chosen: set[str] = set()
         self._settled: set[str] = set()
         self._line_overhead: dict[str, int] = {}
-        self._header_costs: dict[str, int] = {}
+        self._header_costs: MutableMapping[str, int] = (
+            header_costs if header_costs is not None else {}
+        )
+        # An entry is offered up to once per packing phase; its line and its session header
+        # cost the same every time, so each is counted once per package.
+        self._line_costs: dict[str, int] = {}
+        self._group_costs: dict[tuple[str, date], int] = {}
         self.skipped: dict[str, tuple[Entry, int]] = {}
         self.omissions: list[Omission] = []
 
@@ -91,7 +100,7 @@ class Packer:
     # ------------------------------------------------------------------ costs
 
     def _count(self, text: str) -> int:
-        """Count a header string once per package (the same headers recur for every candidate)."""
+        """Count a header string once (the same headers recur for every candidate and step)."""
         cost = self._header_costs.get(text)
         if cost is None:
             cost = self._header_costs[text] = self.counter.count(text)
@@ -103,8 +112,12 @@ class Packer:
             cost += sum(self._count(part) for part in self.layout.section(entry.tier))
         session = entry.item.session
         if session and (entry.tier, session) not in self._groups:
-            group = self.layout.group(session, entry.item.timestamp)
-            cost += sum(self._count(part) for part in group)
+            key = (session, entry.item.timestamp.date())
+            group_cost = self._group_costs.get(key)
+            if group_cost is None:
+                group = self.layout.group(session, entry.item.timestamp)
+                group_cost = self._group_costs[key] = sum(self._count(part) for part in group)
+            cost += group_cost
         return cost
 
     def _line(self, item: ContextItem, body: str) -> int:
@@ -116,7 +129,10 @@ class Packer:
 
     def cost(self, entry: Entry) -> int:
         """What adding the entry costs now, headers it would open included."""
-        return self._line(entry.item, entry.item.body) + self._headers(entry)
+        line = self._line_costs.get(entry.item.id)
+        if line is None:
+            line = self._line_costs[entry.item.id] = self._line(entry.item, entry.item.body)
+        return line + self._headers(entry)
 
     # ------------------------------------------------------------------ adding
 

@@ -38,7 +38,23 @@ def _memory(_: Path, embedder: Embedder) -> MemoryBackend:
     return InMemoryBackend(embedder=embedder)
 
 
-BACKENDS: dict[str, Callable[[Path, Embedder], MemoryBackend]] = {"memory": _memory}
+def _faiss(_: Path, embedder: Embedder) -> MemoryBackend:
+    from agent_engine.memory.faiss import FaissBackend  # noqa: PLC0415 - optional extra
+
+    return FaissBackend(InMemoryBackend(), embedder=embedder)
+
+
+def _faiss_hnsw(_: Path, embedder: Embedder) -> MemoryBackend:
+    from agent_engine.memory.faiss import FaissBackend  # noqa: PLC0415 - optional extra
+
+    return FaissBackend(InMemoryBackend(), embedder=embedder, index="hnsw")
+
+
+BACKENDS: dict[str, Callable[[Path, Embedder], MemoryBackend]] = {
+    "memory": _memory,
+    "faiss": _faiss,
+    "faiss-hnsw": _faiss_hnsw,
+}
 """Backend factories by name: ``(work dir, embedder) -> empty backend``."""
 
 
@@ -57,17 +73,19 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
     embedder = HashingEmbedder(dim=384)
     with tempfile.TemporaryDirectory() as work:
         backend = BACKENDS[backend_name](Path(work), embedder)
-        items = list(generate(size, namespace=f"project:{PROJECT}"))
-        started = time.perf_counter()
-        for offset in range(0, size, CHUNK):
-            backend.add_many(items[offset : offset + CHUNK])
-        ingest = time.perf_counter() - started
         assembler = ContextAssembler(
             backend,
             task_backend=InMemoryBackend(embedder=embedder),
             config=AssemblerConfig(track_access=False),
             max_project_items=None,
         )
+        items = list(generate(size, namespace=f"project:{PROJECT}"))
+        # Through the project store, as a user would write: token costs are filled on the way.
+        store = assembler.project_store(PROJECT)
+        started = time.perf_counter()
+        for offset in range(0, size, CHUNK):
+            store.add_many(items[offset : offset + CHUNK])
+        ingest = time.perf_counter() - started
         task = Task(id="t", project_id=PROJECT, description="fix the flaky deploy pipeline")
         steps = assembler.task_store(task)
         for n in range(20):

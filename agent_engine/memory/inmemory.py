@@ -50,6 +50,9 @@ class InMemoryBackend(BaseBackend):
         # Tier stores always scope by namespace; scanning one namespace, not the whole store,
         # keeps their queries proportional to their own size.
         self._by_namespace: dict[str, dict[str, None]] = {}
+        # The assembler asks every tier for its pinned items on every step; a status index
+        # keeps that proportional to the pinned few rather than to the store.
+        self._by_status: dict[str, dict[str, None]] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryBackend(items={len(self._items)})"
@@ -86,14 +89,22 @@ class InMemoryBackend(BaseBackend):
             return removed
 
     def _matching(self, where: Filter) -> list[ContextItem]:
-        namespace = next(
-            (c.value for c in where.conditions if c.field == "namespace" and c.op is Op.EQ), None
+        namespace = _namespace(where)
+        status = next(
+            (c.value for c in where.conditions if c.field == "status" and c.op is Op.EQ), None
         )
         with self._lock:
-            if namespace is None:
-                items = list(self._items.values())
+            pools = []
+            if namespace is not None:
+                pools.append(self._by_namespace.get(namespace, {}))
+            if status is not None:
+                pools.append(self._by_status.get(str(status), {}))
+            if pools:
+                # Scan the smaller index (pinned items are few; a namespace may be most of the
+                # store); the filter below still checks every condition.
+                items = [self._items[i] for i in min(pools, key=len)]
             else:
-                items = [self._items[i] for i in self._by_namespace.get(namespace, ())]
+                items = list(self._items.values())
         if not where.conditions:
             return items
         return [item for item in items if where.matches(item)]
@@ -121,11 +132,14 @@ class InMemoryBackend(BaseBackend):
 
     def _store(self, item: ContextItem) -> None:
         previous = self._items.get(item.id)
-        if previous is not None and previous.namespace != item.namespace:
-            self._by_namespace[previous.namespace].pop(item.id, None)
+        if previous is not None:
+            if previous.namespace != item.namespace:
+                self._by_namespace[previous.namespace].pop(item.id, None)
+            self._by_status[previous.status.value].pop(item.id, None)
         self._items[item.id] = item
         self._by_namespace.setdefault(item.namespace, {})[item.id] = None
-        self._vectors.put(item.id, item.embedding)
+        self._by_status.setdefault(item.status.value, {})[item.id] = None
+        self._vectors.put(item.id, item.embedding, item.namespace)
 
     def _drop(self, item_id: str) -> None:
         item = self._items.pop(item_id)
@@ -133,6 +147,7 @@ class InMemoryBackend(BaseBackend):
         members.pop(item_id, None)
         if not members:
             del self._by_namespace[item.namespace]
+        self._by_status[item.status.value].pop(item_id, None)
         self._vectors.put(item_id, None)
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
@@ -159,9 +174,16 @@ class InMemoryBackend(BaseBackend):
             if self._vectors.dim not in (None, query.shape[0]):
                 return []
             ids, scores = self._vectors.ranked(
-                query, k, lambda item_id: where.matches(self._items[item_id])
+                query, k, lambda item_id: where.matches(self._items[item_id]), _namespace(where)
             )
             return [SearchHit(self._items[i], s) for i, s in zip(ids, scores, strict=True)]
+
+
+def _namespace(where: Filter) -> str | None:
+    """The namespace an equality condition of ``where`` pins, if any."""
+    return next(
+        (c.value for c in where.conditions if c.field == "namespace" and c.op is Op.EQ), None
+    )
 
 
 def _top(items: list[ContextItem], order: Order, limit: int) -> list[ContextItem]:
@@ -195,8 +217,12 @@ class _VectorIndex:
         self._row_of: dict[str, int] = {}
         self._ids: list[str] = []
         self._ids_cache: npt.NDArray[np.str_] | None = None
+        # Each row's namespace as a small integer, so a namespace-scoped search masks the other
+        # namespaces in one vectorized comparison instead of testing their items one by one.
+        self._codes: dict[str, int] = {}
+        self._namespace = np.empty(0, dtype=np.int32)
 
-    def put(self, item_id: str, vector: Vector | None) -> None:
+    def put(self, item_id: str, vector: Vector | None, namespace: str = "") -> None:
         """Set (or, with ``None``, drop) the vector of ``item_id``."""
         row = self._row_of.get(item_id)
         if vector is None:
@@ -211,17 +237,23 @@ class _VectorIndex:
                 grown = np.empty((2 * len(self._matrix), self.dim), dtype=np.float32)
                 grown[: self._size] = self._matrix[: self._size]
                 self._matrix = grown
+            if self._size >= len(self._namespace):
+                codes = np.empty(len(self._matrix), dtype=np.int32)
+                codes[: self._size] = self._namespace[: self._size]
+                self._namespace = codes
             row = self._size
             self._size += 1
             self._row_of[item_id] = row
             self._ids.append(item_id)
             self._ids_cache = None
         self._matrix[row] = normalize_rows(vector)[0]
+        self._namespace[row] = self._codes.setdefault(namespace, len(self._codes))
 
     def _drop(self, row: int) -> None:
         last = self._size - 1
         removed, moved = self._ids[row], self._ids[last]
         self._matrix[row] = self._matrix[last]
+        self._namespace[row] = self._namespace[last]
         self._ids[row] = moved
         self._row_of[moved] = row
         self._ids.pop()
@@ -230,7 +262,11 @@ class _VectorIndex:
         self._ids_cache = None
 
     def ranked(
-        self, query: Vector, k: int, accept: Callable[[str], bool]
+        self,
+        query: Vector,
+        k: int,
+        accept: Callable[[str], bool],
+        namespace: str | None = None,
     ) -> tuple[list[str], list[float]]:
         """The ``k`` best accepted ids by score, ties by id, widening the window as needed.
 
@@ -239,13 +275,20 @@ class _VectorIndex:
         it (all of them, in id order, since an id tie-break must see every tied row). Most
         searches end in the first band; a selective filter or a sea of equal scores (a
         feature-hashing query sharing no word with most items) widens it without a Python
-        loop over the whole store.
+        loop over the whole store. With ``namespace``, rows of other namespaces are masked
+        out up front (they could never be accepted), so a small namespace in a large store
+        costs one matrix product, not a walk through everyone else's items.
         """
         if self._size == 0:
             return [], []
         scores: npt.NDArray[np.float32] = self._matrix[: self._size] @ query
         ids = self._id_array()
-        remaining = np.ones(self._size, dtype=bool)
+        if namespace is None:
+            remaining = np.ones(self._size, dtype=bool)
+        elif namespace in self._codes:
+            remaining = self._namespace[: self._size] == self._codes[namespace]
+        else:
+            return [], []
         chosen: list[tuple[float, str]] = []
         window = 4 * k
         while len(chosen) < k and remaining.any():

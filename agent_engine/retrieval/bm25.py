@@ -27,7 +27,7 @@ import numpy.typing as npt
 from agent_engine.models import ContextItem
 from agent_engine.retrieval.text import analyze
 
-__all__ = ["LexicalIndex"]
+__all__ = ["LexicalHits", "LexicalIndex"]
 
 
 @attrs.frozen
@@ -49,6 +49,8 @@ class LexicalIndex:
         self._lock = threading.RLock()
         self._built = False
         self._ids: list[str] = []
+        self._id_array: npt.NDArray[np.str_] = np.array([], dtype=np.str_)
+        self._row_of: dict[str, int] = {}
         self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         self._position: dict[str, tuple[str, int]] = {}
         self._sessions: dict[str, list[str]] = {}
@@ -108,6 +110,8 @@ class LexicalIndex:
                 rows_by_term.setdefault(term, []).append(row)
                 tf_by_term.setdefault(term, []).append(weight)
         self._ids = ids
+        self._id_array = np.array(ids, dtype=np.str_)
+        self._row_of = {item_id: row for row, item_id in enumerate(ids)}
         self._postings = self._weights(rows_by_term, tf_by_term, lengths)
         self._position, self._sessions = position, sessions
         self._built = True
@@ -141,25 +145,26 @@ class LexicalIndex:
 
     # ------------------------------------------------------------------ queries
 
-    def scores(self, query: str) -> dict[str, float]:
-        """BM25 score of every item sharing a term with ``query`` (each query term counts once)."""
+    def hits(self, query: str) -> LexicalHits:
+        """BM25 scores of ``query`` against every item (each query term counts once)."""
         with self._lock:
             if not self._built:
                 self._build()
             terms = [term for term in dict.fromkeys(analyze(query)) if term in self._postings]
-            if not terms:
-                return {}
             total = np.zeros(len(self._ids), dtype=np.float64)
             for term in terms:
                 rows, weights = self._postings[term]
                 total[rows] += weights
-            hit = np.flatnonzero(total)
-            return {self._ids[row]: float(total[row]) for row in hit}
+            return LexicalHits(total, self._id_array, self._row_of)
+
+    def scores(self, query: str) -> dict[str, float]:
+        """BM25 score of every item sharing a term with ``query``."""
+        return self.hits(query).as_dict()
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best ``(id, score)`` pairs, best first (ties by id)."""
-        ranked = sorted(self.scores(query).items(), key=lambda pair: (-pair[1], pair[0]))
-        return ranked[:k]
+        hits = self.hits(query)
+        return [(item_id, hits.get(item_id)) for item_id in hits.best(k)]
 
     def neighbours(self, item_id: str, radius: int) -> list[tuple[str, int]]:
         """Items within ``radius`` places of ``item_id`` in its session, with their offsets."""
@@ -180,3 +185,47 @@ class LexicalIndex:
         """Every distinct ``source`` among the indexed items."""
         with self._lock:
             return {doc.source for doc in self._docs.values() if doc.source}
+
+
+class LexicalHits:
+    """One query's BM25 scores, kept as an array over the index's rows.
+
+    A build needs the best few hundred ids and the scores of its candidate pool; a dict of
+    every matching item (thousands in a large store) would cost more than the scoring did.
+    """
+
+    def __init__(
+        self,
+        total: npt.NDArray[np.float64],
+        ids: npt.NDArray[np.str_],
+        row_of: dict[str, int],
+    ) -> None:
+        self._total = total
+        self._ids = ids
+        self._row_of = row_of
+        self._hit = np.flatnonzero(total)
+
+    def __len__(self) -> int:
+        return len(self._hit)
+
+    def get(self, item_id: str, default: float = 0.0) -> float:
+        """The item's score (``default`` for an item the index does not hold)."""
+        row = self._row_of.get(item_id)
+        return default if row is None else float(self._total[row])
+
+    def best(self, k: int) -> list[str]:
+        """The ``k`` best-scoring matching ids, best first, ties by id."""
+        rows = self._hit
+        scores = self._total[rows]
+        if len(rows) > k > 0:
+            # Everything scoring at least the k-th best, ties at the boundary included, so the
+            # id tie-break below sees every candidate for the last places.
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            keep = scores >= kth
+            rows, scores = rows[keep], scores[keep]
+        order = np.lexsort((self._ids[rows], -scores))
+        return [str(item_id) for item_id in self._ids[rows[order[:k]]]]
+
+    def as_dict(self) -> dict[str, float]:
+        """Every matching id with its score."""
+        return {str(self._ids[row]): float(self._total[row]) for row in self._hit}

@@ -176,6 +176,14 @@ class TierStore:
         self._check_scope(batch)
         if not batch:
             return batch
+        # Items built elsewhere arrive without a cost; counting once here keeps the count off
+        # every later build's hot path, as for items made by ``new``.
+        batch = [
+            item
+            if item.token_cost is not None
+            else attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
+            for item in batch
+        ]
         ids = tuple(item.id for item in batch)
         with self.audit.journal(AuditAction.ADD, self.tier, self.namespace, ids):
             self.backend.add_many(batch)

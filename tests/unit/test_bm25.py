@@ -176,3 +176,35 @@ class TestNeighbours:
         )
         assert set(index.scores("tiger")) == {"t1", "t2", "t3"}
         assert set(index.scores("zebra")) == {"t0", "t1"}
+
+
+class TestHits:
+    """The array-backed result a build ranks and looks pool scores up in."""
+
+    @pytest.fixture
+    def index(self):
+        index = LexicalIndex(neighbour_weight=0.0)
+        words = ["deploy", "retry", "cache", "deploy retry", "deploy cache", "retry cache"]
+        # Repeated texts give exact score ties, which the id tie-break must order.
+        index.upsert(item(f"i{n:02d}", words[n % len(words)]) for n in range(30))
+        index.upsert([item("other", "nothing in common")])
+        return index
+
+    @pytest.mark.parametrize("k", [1, 3, 5, 12, 29, 40])
+    def test_best_is_the_sorted_prefix(self, index, k):
+        scores = index.scores("deploy retry")
+        expected = [i for i, _ in sorted(scores.items(), key=lambda p: (-p[1], p[0]))][:k]
+        assert index.hits("deploy retry").best(k) == expected
+
+    def test_lookup_and_size(self, index):
+        hits = index.hits("deploy")
+        assert len(hits) == 15
+        assert hits.get("other") == 0.0
+        assert hits.get("unknown id", -1.0) == -1.0
+        assert hits.get("i00") == pytest.approx(index.scores("deploy")["i00"])
+
+    def test_no_shared_term_is_empty(self, index):
+        hits = index.hits("zebra")
+        assert not hits
+        assert hits.best(5) == []
+        assert index.search("zebra", 5) == []
