@@ -325,7 +325,8 @@ class FaissBackend(BaseBackend):
         Returns ``None`` when ``walk_limit`` rows gave fewer than ``k`` (a selective filter).
         """
         hits: list[SearchHit] = []
-        window = 4 * k
+        # Without conditions every ranked row is a hit (unless its item vanished): ask for k.
+        window = 4 * k if where.conditions else k
         walked = 0
         while len(hits) < k:
             batch = ranking.next(window)
