@@ -25,6 +25,7 @@ from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.bench.synthetic import _WORDS, generate
 from agent_engine.embeddings import Embedder, HashingEmbedder
 from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task
 
@@ -38,16 +39,12 @@ def _memory(_: Path, embedder: Embedder) -> MemoryBackend:
     return InMemoryBackend(embedder=embedder)
 
 
-def _faiss(_: Path, embedder: Embedder) -> MemoryBackend:
-    from agent_engine.memory.faiss import FaissBackend  # noqa: PLC0415 - optional extra
-
-    return FaissBackend(InMemoryBackend(), embedder=embedder)
+def _faiss(work: Path, embedder: Embedder) -> MemoryBackend:
+    return FaissBackend(embedder=embedder, index_path=work / "vectors.faiss")
 
 
-def _faiss_hnsw(_: Path, embedder: Embedder) -> MemoryBackend:
-    from agent_engine.memory.faiss import FaissBackend  # noqa: PLC0415 - optional extra
-
-    return FaissBackend(InMemoryBackend(), embedder=embedder, index="hnsw")
+def _faiss_hnsw(work: Path, embedder: Embedder) -> MemoryBackend:
+    return FaissBackend(embedder=embedder, index="hnsw", index_path=work / "vectors.faiss")
 
 
 BACKENDS: dict[str, Callable[[Path, Embedder], MemoryBackend]] = {

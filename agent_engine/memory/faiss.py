@@ -214,7 +214,19 @@ class FaissBackend(BaseBackend):
         with self._lock:
             self._check_dims(items)
             self.store.add_many(items)
-            self._index(items)
+            self._index(self._as_stored(items, [item for item in items if item.embedding is None]))
+
+    def _as_stored(self, items: list[ContextItem], unsure: list[ContextItem]) -> list[ContextItem]:
+        """``items`` as the store keeps them, re-reading those whose vector it may have set.
+
+        A store with an embedder of its own embeds items that arrive without a vector, and
+        re-embeds an update that changed the text but kept the old vector; the index must
+        hold the vector the store holds.
+        """
+        if not unsure:
+            return items
+        stored = self._fetch([item.id for item in unsure])
+        return [stored.get(item.id, item) for item in items]
 
     def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
         return {item.id: item for item in self.store.get_many(item_ids)}
@@ -223,7 +235,7 @@ class FaissBackend(BaseBackend):
         with self._lock:
             self._check_dims(items)
             self.store.update_many(items)
-            self._index(items)
+            self._index(self._as_stored(items, items))
 
     def _remove(self, item_ids: list[str]) -> int:
         with self._lock:
@@ -325,7 +337,8 @@ class FaissBackend(BaseBackend):
         Returns ``None`` when ``walk_limit`` rows gave fewer than ``k`` (a selective filter).
         """
         hits: list[SearchHit] = []
-        window = 4 * k
+        # Without conditions every ranked row is a hit (unless its item vanished): ask for k.
+        window = 4 * k if where.conditions else k
         walked = 0
         while len(hits) < k:
             batch = ranking.next(window)

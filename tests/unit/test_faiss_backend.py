@@ -127,3 +127,20 @@ def test_missing_faiss_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "faiss", None)
     with pytest.raises(BackendUnavailableError, match=r"agent-engine\[faiss\]"):
         FaissBackend(dim=DIM)
+
+
+def test_index_holds_the_vectors_the_store_holds():
+    """A store that embeds by itself: the index ranks by the store's vectors, not none/old."""
+    store = InMemoryBackend(embedder=HashingEmbedder(dim=DIM))
+    backend = FaissBackend(store)
+    backend.add(make_item(1, text="alpha beta gamma"))
+    backend.add(make_item(2, text="delta epsilon"))
+    query = store.get("item-00001")
+    assert query is not None
+    assert [h.item.id for h in backend.search(query.embedding, k=1)] == ["item-00001"]
+    backend.update(attrs.evolve(query, text="zeta eta theta"))
+    fresh = store.get("item-00001")
+    assert fresh is not None
+    hits = backend.search(fresh.embedding, k=1)
+    assert hits[0].item.id == "item-00001"
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
