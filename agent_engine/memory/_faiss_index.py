@@ -33,6 +33,8 @@ from agent_engine.errors import BackendUnavailableError, IndexCorruptError
 from agent_engine.models import Vector
 
 FORMAT_VERSION = 1
+_GATHER_CHUNK = 1024
+"""Rows of a scope gathered and scored per step (1024 x 384 floats: 1.5 MB, cache-resident)."""
 _MASK64 = (1 << 64) - 1
 _INSTALL_HINT = (
     "the FAISS backend needs the faiss-cpu package: pip install 'agent-engine[faiss]' "
@@ -202,7 +204,12 @@ class RowIndex:
         """Scores of ``rows`` (all rows when ``None``, dead ones at -inf)."""
         vectors = self.vectors()
         if rows is not None:
-            scores: npt.NDArray[np.float32] = vectors[rows] @ query
+            # Gathered in cache-sized chunks: no copy of the whole scope per search, and
+            # each chunk is scored while it is still in cache.
+            scores = np.empty(len(rows), dtype=np.float32)
+            for start in range(0, len(rows), _GATHER_CHUNK):
+                chunk = rows[start : start + _GATHER_CHUNK]
+                np.dot(vectors[chunk], query, out=scores[start : start + len(chunk)])
             return scores
         scores = vectors @ query
         if self.dead:
