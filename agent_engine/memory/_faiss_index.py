@@ -79,6 +79,8 @@ class RowIndex:
         self.digest = 0
         self._view: npt.NDArray[np.float32] | None = None
         self._ns_cache: dict[str, npt.NDArray[np.int64]] = {}
+        self._selectors: dict[str, tuple[npt.NDArray[np.int64], Any]] = {}
+        self._live_selector: tuple[npt.NDArray[np.int64], Any, Any] | None = None
         self._dead_cache: npt.NDArray[np.int64] | None = None
 
     def _new_index(self) -> Any:
@@ -120,13 +122,32 @@ class RowIndex:
         if rows is None:
             rows = np.fromiter(sorted(self.ns_rows.get(namespace, ())), dtype=np.int64)
             self._ns_cache[namespace] = rows
+            self._selectors.pop(namespace, None)
         return rows
+
+    def namespace_selector(self, namespace: str) -> Any:
+        """A FAISS ID selector of one namespace's live rows (kept while its rows are)."""
+        rows = self.namespace_rows(namespace)
+        cached = self._selectors.get(namespace)
+        if cached is None or cached[0] is not rows:
+            cached = (rows, self.faiss.IDSelectorBatch(rows))
+            self._selectors[namespace] = cached
+        return cached[1]
 
     def dead_rows(self) -> npt.NDArray[np.int64]:
         """Rows marked dead (cached until the next change)."""
         if self._dead_cache is None:
             self._dead_cache = np.flatnonzero(~self.alive).astype(np.int64)
         return self._dead_cache
+
+    def live_selector(self) -> Any:
+        """A FAISS selector that skips dead rows (kept until the dead rows change)."""
+        dead = self.dead_rows()
+        if self._live_selector is None or self._live_selector[0] is not dead:
+            # The inner selector is kept too: the outer one only points at it.
+            inner = self.faiss.IDSelectorBatch(dead)
+            self._live_selector = (dead, inner, self.faiss.IDSelectorNot(inner))
+        return self._live_selector[2]
 
     # ------------------------------------------------------------------ writes
 
@@ -217,15 +238,15 @@ class RowIndex:
         return scores
 
     def approximate(
-        self, query: Vector, k: int, ef_search: int, rows: npt.NDArray[np.int64] | None
+        self, query: Vector, k: int, ef_search: int, namespace: str | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """HNSW's ``k`` best live rows (within ``rows`` when given), best first."""
+        """HNSW's ``k`` best live rows (of ``namespace`` when given), best first."""
         faiss = self.faiss
         selector = None
-        if rows is not None:
-            selector = faiss.IDSelectorBatch(rows)
+        if namespace is not None:
+            selector = self.namespace_selector(namespace)
         elif self.dead:
-            selector = faiss.IDSelectorNot(faiss.IDSelectorBatch(self.dead_rows()))
+            selector = self.live_selector()
         params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(ef_search, k))
         scores, labels = self.index.search(query.reshape(1, -1), k, params=params)
         keep = labels[0] >= 0
