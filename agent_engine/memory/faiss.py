@@ -325,7 +325,7 @@ class FaissBackend(BaseBackend):
             if self.kind == "flat" or size <= self.exact_below:
                 ranking: _Ranking = _ExactRanking(rows, query, scope)
             else:
-                ranking = _HnswRanking(rows, query, scope, self.ef_search)
+                ranking = _HnswRanking(rows, query, namespace, self.ef_search)
             hits = self._walk(ranking, k, where)
             if hits is None:
                 hits = self._exact_over_matches(rows, query, k, where)
@@ -413,22 +413,20 @@ class _ExactRanking(_Ranking):
 class _HnswRanking(_Ranking):
     """HNSW's order: each window asks the graph for more neighbours and skips those given."""
 
-    def __init__(
-        self, rows: RowIndex, query: Vector, scope: npt.NDArray[np.int64] | None, ef: int
-    ) -> None:
+    def __init__(self, rows: RowIndex, query: Vector, namespace: str | None, ef: int) -> None:
         self._rows = rows
         self._query = query
-        self._scope = scope
+        self._namespace = namespace
         self._ef = ef
         self._given: set[str] = set()
         self._asked = 0
-        self._limit = len(scope) if scope is not None else rows.live
+        self._limit = len(rows.namespace_rows(namespace)) if namespace is not None else rows.live
 
     def next(self, window: int) -> list[tuple[str, float]]:
         if self._asked >= self._limit:
             return []
         want = min(self._asked + window, self._limit)
-        labels, scores = self._rows.approximate(self._query, want, self._ef, self._scope)
+        labels, scores = self._rows.approximate(self._query, want, self._ef, self._namespace)
         # A graph that cannot reach more rows has given all it will.
         self._asked = want if len(labels) >= want else self._limit
         ids = self._rows.ids
