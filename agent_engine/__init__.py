@@ -49,6 +49,12 @@ from agent_engine.filters import Filter, parse_filter
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.memory.sql import (
+    SQLAlchemyBackend,
+    database_revision,
+    default_database_url,
+    upgrade_database,
+)
 from agent_engine.models import (
     AuditAction,
     AuditEvent,
@@ -131,6 +137,7 @@ __all__ = [
     "RandomScorer",
     "RecencyScorer",
     "RenderFormat",
+    "SQLAlchemyBackend",
     "SchemaVersionError",
     "Scorer",
     "SearchHit",
@@ -151,10 +158,13 @@ __all__ = [
     "TransformersTokenCounter",
     "ValidationError",
     "allocate",
+    "database_revision",
+    "default_database_url",
     "from_dict",
     "minmax_fusion",
     "parse_filter",
     "promote",
     "rrf",
     "to_dict",
+    "upgrade_database",
 ]
