@@ -28,6 +28,7 @@ from agent_engine.errors import BackendUnavailableError
 __all__ = [
     "DB_ENV",
     "IMMEDIATE",
+    "SNAPSHOT_FREE",
     "create_engine",
     "default_database_url",
     "is_sqlite",
@@ -38,6 +39,9 @@ DB_ENV = "AGENT_ENGINE_DB"
 """The environment variable naming the default database URL."""
 IMMEDIATE = "ae_immediate"
 """Execution option: begin the transaction with ``BEGIN IMMEDIATE`` on SQLite (a write)."""
+SNAPSHOT_FREE = "ae_snapshot_free"
+"""Execution option: a single-statement read on SQLite needs no ``BEGIN``/``COMMIT`` round trip
+(each statement is atomic on its own)."""
 BUSY_TIMEOUT_S = 10.0
 RETRIES = 8
 _BACKOFF_S = 0.05
@@ -119,8 +123,10 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        immediate = connection.get_execution_options().get(IMMEDIATE, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        options = connection.get_execution_options()
+        if options.get(SNAPSHOT_FREE, False):
+            return
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(IMMEDIATE) else "BEGIN")
 
     return engine
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from agent_engine.models import ContextItem, Provenance
+from agent_engine.models import ContextItem, Provenance, Status, Tier
 from agent_engine.serde import from_dict, to_dict
 
 __all__ = ["decode_time", "encode_time", "item_row", "row_item", "tag_rows"]
@@ -70,29 +70,62 @@ def tag_rows(items: list[ContextItem]) -> list[dict[str, str]]:
 
 
 def row_item(row: Any) -> ContextItem:
-    """Rebuild the item stored in an ``ae_items`` row."""
-    embedding = None if row.embedding is None else np.frombuffer(row.embedding, dtype="<f4")
-    return ContextItem(
-        id=row.id,
-        kind=row.kind,
-        text=row.text,
-        tier=row.tier,
-        namespace=row.namespace,
-        source=row.source,
-        session=row.session,
-        timestamp=decode_time(row.timestamp),
-        tags=json.loads(row.tags),
-        importance=row.importance,
-        token_cost=row.token_cost,
-        payload=json.loads(row.payload),
-        embedding=embedding,
-        status=row.status,
-        access_count=row.access_count,
-        last_accessed_at=None
-        if row.last_accessed_at is None
-        else decode_time(row.last_accessed_at),
-        expires_at=None if row.expires_at is None else decode_time(row.expires_at),
-        provenance=None
-        if row.provenance is None
-        else from_dict(Provenance, json.loads(row.provenance)),
+    """Rebuild the item stored in an ``ae_items`` row (all columns, in table order).
+
+    Rows were validated when they were written (every write goes through ``ContextItem``), so
+    the item is assembled without re-running its converters: reading is the hot path of every
+    query, and conversion would cost more than the query itself.
+    """
+    (
+        item_id,
+        kind,
+        text,
+        tier,
+        namespace,
+        source,
+        session,
+        timestamp,
+        tags,
+        importance,
+        token_cost,
+        payload,
+        vector,
+        status,
+        access_count,
+        last_accessed_at,
+        expires_at,
+        provenance,
+        fingerprint,
+    ) = row
+    embedding = None
+    if vector is not None:
+        embedding = np.frombuffer(vector, dtype="<f4").astype(np.float32)
+        embedding.flags.writeable = False
+    fields = (
+        ("id", item_id),
+        ("kind", kind),
+        ("text", text),
+        ("tier", Tier(tier)),
+        ("namespace", namespace),
+        ("source", source),
+        ("session", session),
+        ("timestamp", _EPOCH + timedelta(microseconds=timestamp)),
+        ("tags", tuple(json.loads(tags)) if tags != "[]" else ()),
+        ("importance", float(importance)),
+        ("token_cost", token_cost),
+        ("payload", json.loads(payload) if payload != "{}" else {}),
+        ("embedding", embedding),
+        ("status", Status(status)),
+        ("access_count", access_count),
+        ("last_accessed_at", None if last_accessed_at is None else decode_time(last_accessed_at)),
+        ("expires_at", None if expires_at is None else decode_time(expires_at)),
+        (
+            "provenance",
+            None if provenance is None else from_dict(Provenance, json.loads(provenance)),
+        ),
+        ("fingerprint", fingerprint),
     )
+    item = object.__new__(ContextItem)
+    for name, value in fields:
+        object.__setattr__(item, name, value)
+    return item
