@@ -50,6 +50,12 @@ from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.memory.sql import (
+    SQLAlchemyBackend,
+    database_revision,
+    default_database_url,
+    upgrade_database,
+)
 from agent_engine.models import (
     AuditAction,
     AuditEvent,
@@ -133,6 +139,7 @@ __all__ = [
     "RandomScorer",
     "RecencyScorer",
     "RenderFormat",
+    "SQLAlchemyBackend",
     "SchemaVersionError",
     "Scorer",
     "SearchHit",
@@ -153,10 +160,13 @@ __all__ = [
     "TransformersTokenCounter",
     "ValidationError",
     "allocate",
+    "database_revision",
+    "default_database_url",
     "from_dict",
     "minmax_fusion",
     "parse_filter",
     "promote",
     "rrf",
     "to_dict",
+    "upgrade_database",
 ]

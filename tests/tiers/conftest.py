@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,12 +10,28 @@ import pytest
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.memory.sql import SQLAlchemyBackend, upgrade_database
+from agent_engine.testing.databases import postgres_schema, sql_delete_all
 
-BACKENDS = ["memory", "faiss"]
+BACKENDS = ["memory", "faiss", "sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiers-sqlite") / "template.db"
+    upgrade_database(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def _postgres_url():
+    with postgres_schema() as url:
+        upgrade_database(url)
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request):
+def backend(request, tmp_path):
     """One empty backend of each kind, shared by all the stores of a test."""
     embedder = HashingEmbedder(dim=64)
     if request.param == "memory":
@@ -22,6 +39,16 @@ def backend(request):
             yield backend
     elif request.param == "faiss":
         with FaissBackend(embedder=embedder) as backend:
+            yield backend
+    elif request.param == "sqlite":
+        path = tmp_path / "memory.db"
+        shutil.copy(request.getfixturevalue("_sqlite_template"), path)
+        with SQLAlchemyBackend(f"sqlite:///{path}", embedder=embedder) as backend:
+            yield backend
+    else:
+        url = request.getfixturevalue("_postgres_url")
+        sql_delete_all(url)
+        with SQLAlchemyBackend(url, embedder=embedder) as backend:
             yield backend
 
 

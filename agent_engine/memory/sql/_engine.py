@@ -1,0 +1,178 @@
+"""Engines for the SQL backend: the default location, SQLite settings and retry on contention.
+
+SQLite runs in WAL mode (readers never wait for the writer) with a busy timeout, foreign keys
+on, and every write transaction opened with ``BEGIN IMMEDIATE``: a writer takes the write lock
+up front instead of upgrading a read lock mid-transaction, which SQLite answers with an
+immediate "database is locked" that the busy timeout cannot help. What contention remains
+(a timeout under heavy load, a PostgreSQL serialization failure or deadlock) is retried with
+a bounded exponential backoff, logged, before it reaches the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import platformdirs
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.pool import StaticPool
+
+from agent_engine._log import get_logger
+from agent_engine.errors import BackendUnavailableError
+
+__all__ = [
+    "DB_ENV",
+    "IMMEDIATE",
+    "SNAPSHOT_FREE",
+    "create_engine",
+    "default_database_url",
+    "is_sqlite",
+    "retrying",
+]
+
+DB_ENV = "AGENT_ENGINE_DB"
+"""The environment variable naming the default database URL."""
+IMMEDIATE = "ae_immediate"
+"""Execution option: begin the transaction with ``BEGIN IMMEDIATE`` on SQLite (a write)."""
+SNAPSHOT_FREE = "ae_snapshot_free"
+"""Execution option: a single-statement read on SQLite needs no ``BEGIN``/``COMMIT`` round trip
+(each statement is atomic on its own)."""
+BUSY_TIMEOUT_S = 10.0
+RETRIES = 8
+_BACKOFF_S = 0.05
+_CONTENTION = ("database is locked", "database table is locked", "database is busy")
+_PG_RETRYABLE = frozenset({"40001", "40P01"})  # serialization failure, deadlock detected
+
+T = TypeVar("T")
+
+
+def default_database_url() -> str:
+    """The store used when none is named: ``$AGENT_ENGINE_DB``, else a per-user SQLite file.
+
+    The file is ``agent_engine/memory.db`` in the platform's user data directory
+    (``~/.local/share/agent_engine/memory.db`` on Linux).
+    """
+    from_env = os.environ.get(DB_ENV)
+    if from_env:
+        return from_env
+    folder = Path(platformdirs.user_data_dir("agent_engine", appauthor=False))
+    return f"sqlite:///{folder / 'memory.db'}"
+
+
+def is_sqlite(engine: sa.Engine) -> bool:
+    """Whether ``engine`` talks to SQLite."""
+    return engine.dialect.name == "sqlite"
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine for ``url`` with this backend's connection settings."""
+    if not isinstance(url, str) or not url:
+        raise BackendUnavailableError(f"not a database URL: {url!r}")
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError as error:
+        raise BackendUnavailableError(f"not a database URL: {url!r} ({error})") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(parsed)
+    if backend == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        try:
+            return sa.create_engine(parsed, pool_pre_ping=True)
+        except (exc.ArgumentError, ImportError) as error:
+            raise BackendUnavailableError(f"cannot use {url!r}: {error}") from None
+    raise BackendUnavailableError(
+        f"unsupported database URL {url!r}: expected sqlite:///PATH or postgresql://..."
+    )
+
+
+def _sqlite_engine(url: sa.URL) -> sa.Engine:
+    database = url.database or ""
+    in_memory = database in {"", ":memory:"} or "mode=memory" in database
+    if in_memory:
+        engine = sa.create_engine(
+            url,
+            poolclass=StaticPool,
+            connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S},
+        )
+    else:
+        path = Path(database)
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # The driver's own transaction handling is off; the "begin" hook below opens them.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if not in_memory:
+                _with_retry(lambda: cursor.execute("PRAGMA journal_mode=WAL"), "journal_mode")
+                cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        options = connection.get_execution_options()
+        if options.get(SNAPSHOT_FREE, False):
+            return
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(IMMEDIATE) else "BEGIN")
+
+    return engine
+
+
+def _retryable(error: BaseException) -> bool:
+    if not isinstance(error, exc.OperationalError | exc.DBAPIError):
+        return False
+    message = str(error.orig).lower() if error.orig is not None else str(error).lower()
+    if any(text in message for text in _CONTENTION):
+        return True
+    code = getattr(error.orig, "sqlstate", None)
+    return code in _PG_RETRYABLE
+
+
+def _with_retry(operation: Callable[[], T], what: str) -> T:
+    """Run ``operation``, retrying the driver's own "locked" errors (used while connecting)."""
+    import sqlite3  # noqa: PLC0415 - only SQLite connections reach this
+
+    for attempt in range(RETRIES):
+        try:
+            return operation()
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == RETRIES - 1:
+                raise
+            _sleep(attempt, what, error)
+    raise AssertionError  # pragma: no cover - the loop returns or raises
+
+
+def retrying(operation: Callable[[], T], what: str) -> T:
+    """Run one transaction, retrying it on contention with a bounded exponential backoff.
+
+    The transaction was rolled back when the error surfaced, so running it again is safe.
+    """
+    for attempt in range(RETRIES):
+        try:
+            return operation()
+        except exc.DBAPIError as error:
+            if not _retryable(error) or attempt == RETRIES - 1:
+                raise
+            _sleep(attempt, what, error)
+    raise AssertionError  # pragma: no cover - the loop returns or raises
+
+
+def _sleep(attempt: int, what: str, error: BaseException) -> None:
+    delay = _BACKOFF_S * (2**attempt) * (0.5 + random.random())  # noqa: S311 - jitter
+    get_logger(component="sql", operation=what).warning(
+        "database busy; retrying", attempt=attempt + 1, delay_s=round(delay, 3), error=str(error)
+    )
+    time.sleep(delay)

@@ -1,0 +1,69 @@
+"""Throwaway databases for tests of the SQL backend: SQLite files and PostgreSQL schemas.
+
+Each PostgreSQL test run works in a schema of its own (``ae_test_<random>``, selected through
+the connection's ``search_path``) that is dropped afterwards, so concurrent runs on one server
+never see each other. When the server is unreachable the tests are skipped on a developer's
+machine and fail under ``CI=true``, where a skipped database test would hide a regression.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+
+__all__ = ["PG_ENV", "postgres_schema", "postgres_server_url", "sql_delete_all"]
+
+PG_ENV = "AGENT_ENGINE_TEST_PG"
+"""Names the PostgreSQL server tests use (default: the local server's ``test`` database)."""
+_DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def postgres_server_url() -> str:
+    """The server's URL, after checking it answers (skip, or fail under ``CI=true``)."""
+    url = os.environ.get(PG_ENV, _DEFAULT_PG)
+    engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+        message = f"PostgreSQL is unreachable at {url} ({error.orig})"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    finally:
+        engine.dispose()
+    return url
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """Yield the URL of a new, empty schema on the test server; drop it afterwards."""
+    server = postgres_server_url()
+    schema = f"ae_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(server)
+    try:
+        with admin.begin() as connection:
+            connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        separator = "&" if "?" in server else "?"
+        yield f"{server}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as connection:
+            connection.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def sql_delete_all(url: str) -> None:
+    """Empty the backend's tables (faster than a new schema per test)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as connection:
+            for table in ("ae_item_tags", "ae_items", "ae_audit_events"):
+                connection.execute(sa.text(f"DELETE FROM {table}"))  # noqa: S608 - fixed names
+    finally:
+        engine.dispose()

@@ -1,0 +1,108 @@
+"""At 100k rows the main queries of tiers and the assembler are served by indexes.
+
+The queries are compiled exactly as the backend builds them, and the planner of each dialect
+is asked (``EXPLAIN``) how it runs them after ``ANALYZE``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from agent_engine.filters import parse_filter, parse_order
+from agent_engine.memory.sql import upgrade_database
+from agent_engine.memory.sql._engine import create_engine
+from agent_engine.memory.sql._filters import order_clauses, where_clause
+from agent_engine.memory.sql._rows import encode_time
+from agent_engine.memory.sql._schema import items
+from agent_engine.testing.databases import postgres_schema
+
+ROWS = 100_000
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _rows():
+    rng = np.random.default_rng(7)
+    importance = rng.random(ROWS)
+    expiring = rng.random(ROWS) < 0.05
+    base = encode_time(NOW)
+    for n in range(ROWS):
+        yield {
+            "id": f"item-{n:06d}",
+            "kind": f"kind-{n % 5}",
+            "text": f"item {n}",
+            "tier": "project",
+            "namespace": f"project:{n % 10}",
+            "source": "",
+            "session": "",
+            "timestamp": base - 1_000_000 * n,
+            "tags": "[]",
+            "importance": float(importance[n]),
+            "token_cost": None,
+            "payload": "{}",
+            "embedding": None,
+            "status": "confirmed",
+            "access_count": 0,
+            "last_accessed_at": None,
+            "expires_at": base + 1_000_000 * (n % 1000) if expiring[n] else None,
+            "provenance": None,
+            "fingerprint": f"{n:032x}",
+        }
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def engine(request, tmp_path_factory):
+    """One database of 100k rows per dialect, shared by the module's tests."""
+    if request.param == "sqlite":
+        yield from _filled(f"sqlite:///{tmp_path_factory.mktemp('explain') / 'memory.db'}")
+    else:
+        with postgres_schema() as url:
+            yield from _filled(url)
+
+
+def _filled(url):
+    upgrade_database(url)
+    engine = create_engine(url)
+    rows = list(_rows())
+    with engine.begin() as connection:
+        for start in range(0, ROWS, 10_000):
+            connection.execute(items.insert(), rows[start : start + 10_000])
+    with engine.begin() as connection:
+        connection.exec_driver_sql("ANALYZE")
+    yield engine
+    engine.dispose()
+
+
+def _plan(engine, filters, order_by, limit):
+    query = sa.select(items).where(where_clause(parse_filter(filters)))
+    query = query.order_by(*order_clauses(parse_order(order_by))).limit(limit)
+    sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql(prefix + sql).all()
+    return "\n".join(str(row[-1]) for row in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("filters", "order_by", "index"),
+    [
+        (
+            {"namespace": "project:3", "kind": "kind-2"},
+            "importance",
+            "ix_ae_items_namespace_kind_importance",
+        ),
+        ({"namespace": "project:3"}, "timestamp", "ix_ae_items_namespace_timestamp"),
+        ({"namespace": "project:3"}, "-importance", "ix_ae_items_namespace_importance"),
+        ({"expires_at": {"$lte": NOW}}, "-expires_at", "ix_ae_items_expires_at"),
+    ],
+    ids=["namespace-kind-by-importance", "namespace-by-time", "eviction", "expiry-sweep"],
+)
+def test_main_queries_use_their_index(engine, filters, order_by, index):
+    plan = _plan(engine, filters, order_by, 100)
+    assert index in plan, plan
+    if engine.dialect.name == "sqlite":
+        assert "SCAN ae_items\n" not in plan + "\n", plan

@@ -1,0 +1,180 @@
+"""alembic migrations of the SQL backend, on SQLite and PostgreSQL, from a checkout and a wheel."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from agent_engine.errors import SchemaVersionError
+from agent_engine.memory.sql import (
+    SQLAlchemyBackend,
+    database_revision,
+    head_revision,
+    upgrade_database,
+)
+from agent_engine.memory.sql._engine import create_engine
+from agent_engine.memory.sql._migrate import VERSION_TABLE, downgrade
+from agent_engine.memory.sql._schema import metadata
+from agent_engine.models import ContextItem
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = {"ae_items", "ae_item_tags", "ae_audit_events"}
+
+
+def _tables(url):
+    engine = create_engine(url)
+    try:
+        return set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+class TestRevisions:
+    def test_up_down_up(self, sql_url):
+        assert database_revision(sql_url) is None
+        assert upgrade_database(sql_url) == head_revision()
+        assert _tables(sql_url) >= TABLES
+        engine = create_engine(sql_url)
+        try:
+            downgrade(engine, "base")
+        finally:
+            engine.dispose()
+        assert database_revision(sql_url) is None
+        assert not TABLES & _tables(sql_url)
+        upgrade_database(sql_url)
+        assert database_revision(sql_url) == head_revision()
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add(ContextItem.create("note", "after the round trip", tags=["a"]))
+            assert backend.count({"tags": "a"}) == 1
+
+    def test_upgrade_is_idempotent(self, sql_url):
+        upgrade_database(sql_url)
+        upgrade_database(sql_url)
+        assert database_revision(sql_url) == head_revision()
+
+    def test_models_and_migrations_agree(self, sql_url):
+        """alembic autogenerate finds nothing to do: no drift between models and migrations."""
+        upgrade_database(sql_url)
+        engine = create_engine(sql_url)
+        try:
+            with engine.connect() as connection:
+                context = MigrationContext.configure(
+                    connection, opts={"version_table": VERSION_TABLE, "compare_type": True}
+                )
+                assert compare_metadata(context, metadata) == []
+        finally:
+            engine.dispose()
+
+    def test_unknown_revision_is_refused_and_not_written(self, sql_url):
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add(ContextItem.create("note", "kept"))
+        engine = create_engine(sql_url)
+        try:
+            with engine.begin() as connection:
+                connection.execute(
+                    sa.text(f"UPDATE {VERSION_TABLE} SET version_num = 'f00d'")  # noqa: S608
+                )
+        finally:
+            engine.dispose()
+        with pytest.raises(SchemaVersionError, match="newer version") as raised:
+            SQLAlchemyBackend(sql_url, upgrade=True)
+        assert raised.value.current == "f00d"
+        with pytest.raises(SchemaVersionError, match="newer version"):
+            upgrade_database(sql_url)
+        assert database_revision(sql_url) == "f00d"
+
+    def test_empty_database_without_create_names_the_command(self, sql_url):
+        with pytest.raises(SchemaVersionError, match="agent-engine db upgrade") as raised:
+            SQLAlchemyBackend(sql_url, create=False)
+        assert raised.value.current is None
+        assert raised.value.expected == head_revision()
+
+
+def _open_and_add(url, name, start, errors):
+    try:
+        start.wait(10)
+        with SQLAlchemyBackend(url) as backend:
+            backend.add(ContextItem.create("note", f"from {name}", id=name))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        errors.put(f"{name}: {type(exc).__name__}: {exc}")
+
+
+def test_two_processes_open_a_new_database_at_once(sql_url):
+    """Both first opens succeed: the schema is created once, under a lock."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    errors = context.Queue()
+    workers = [
+        context.Process(target=_open_and_add, args=(sql_url, name, start, errors))
+        for name in ("first", "second")
+    ]
+    for worker in workers:
+        worker.start()
+    start.set()
+    for worker in workers:
+        worker.join(60)
+    failures = []
+    while not errors.empty():
+        failures.append(errors.get())
+    assert failures == []
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    with SQLAlchemyBackend(sql_url) as backend:
+        assert sorted(item.id for item in backend.list_all()) == ["first", "second"]
+    assert database_revision(sql_url) == head_revision()
+
+
+@pytest.mark.slow
+def test_upgrade_from_an_installed_wheel(tmp_path):
+    """The wheel carries the migrations: an installed package upgrades without a checkout."""
+    dist = tmp_path / "dist"
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run(  # noqa: S603 - our own build, arguments from the test
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = dist.glob("agent_engine-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert "agent_engine/_migrations/versions/0001_initial.py" in archive.namelist()
+    target = tmp_path / "installed"
+    subprocess.run(  # noqa: S603 - our own wheel, arguments from the test
+        [*pip, "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    # Without site processing, the checkout (editable installs, PYTHONPATH) is out of reach;
+    # the dependencies come from this interpreter's site-packages.
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENT_ENGINE_")},
+        "PYTHONPATH": os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]),
+    }
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    script = (
+        "import agent_engine, sys\n"
+        "from agent_engine.memory.sql._migrate import migrations_path\n"
+        f"assert agent_engine.__file__.startswith({str(target)!r}), agent_engine.__file__\n"
+        f"assert str(migrations_path()).startswith({str(target)!r}), migrations_path()\n"
+        f"print(agent_engine.upgrade_database({url!r}))\n"
+    )
+    result = subprocess.run(  # noqa: S603 - our own script
+        [sys.executable, "-S", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == head_revision()
+    assert database_revision(url) == head_revision()
