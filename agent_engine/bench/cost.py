@@ -47,10 +47,25 @@ def _faiss_hnsw(work: Path, embedder: Embedder) -> MemoryBackend:
     return FaissBackend(embedder=embedder, index="hnsw", index_path=work / "vectors.faiss")
 
 
+def _sqlite(work: Path, embedder: Embedder) -> MemoryBackend:
+    from agent_engine.memory.sql import SQLAlchemyBackend  # noqa: PLC0415 - SQL stack on demand
+
+    return SQLAlchemyBackend(f"sqlite:///{work / 'bench.db'}", embedder=embedder, upgrade=True)
+
+
+def _faiss_sqlite(work: Path, embedder: Embedder) -> MemoryBackend:
+    """FAISS ranking over a SQLite record store: the persistent pairing users deploy."""
+    return FaissBackend(
+        _sqlite(work, embedder), embedder=embedder, index_path=work / "vectors.faiss"
+    )
+
+
 BACKENDS: dict[str, Callable[[Path, Embedder], MemoryBackend]] = {
     "memory": _memory,
     "faiss": _faiss,
     "faiss-hnsw": _faiss_hnsw,
+    "sqlite": _sqlite,
+    "faiss-sqlite": _faiss_sqlite,
 }
 """Backend factories by name: ``(work dir, embedder) -> empty backend``."""
 
@@ -101,7 +116,7 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
             embeds.append(time.perf_counter() - started)
             started = time.perf_counter()
             project.search(vector, k=100)
-            project.backend.lexical_index(project.scope).scores(text)
+            project.backend.lexical_index(project.scope).hits(text).best(100)
             raws.append(time.perf_counter() - started)
             started = time.perf_counter()
             assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))
