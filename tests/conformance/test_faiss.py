@@ -10,6 +10,7 @@ import pytest
 
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.testing.conformance import BackendConformance
 
 
@@ -26,10 +27,19 @@ def _flat_with_file(embedder, tmp_path):
     return FaissBackend(embedder=embedder, index_path=tmp_path / "vectors.faiss")
 
 
+def _flat_over_sqlite(embedder, tmp_path):
+    # The persistent pairing: vectors in a FAISS file, records in an SQLite file.
+    store = SQLAlchemyBackend(
+        f"sqlite:///{tmp_path / 'records.db'}", embedder=embedder, upgrade=True
+    )
+    return FaissBackend(store, embedder=embedder, index_path=tmp_path / "vectors.faiss")
+
+
 CONFIGURATIONS = {
     "flat-inmemory": _flat,
     "hnsw-inmemory": _hnsw,
     "flat-index-file": _flat_with_file,
+    "flat-over-sqlite": _flat_over_sqlite,
 }
 
 
