@@ -44,7 +44,6 @@ __all__ = [
     "make_embedder",
     "open_store",
     "sql_api",
-    "sql_available",
 ]
 
 MEMORY_URL = "memory://"
@@ -88,15 +87,6 @@ class Store:
         return sql_api().revision(self.url)
 
 
-def sql_available() -> bool:
-    """Whether the SQL backend can be imported here."""
-    try:
-        importlib.import_module(_SQL_MODULE)
-    except ImportError:
-        return False
-    return True
-
-
 def sql_api() -> SqlApi:
     """The SQL backend's functions, or a typed error saying it is unavailable."""
     try:
@@ -122,11 +112,9 @@ def sql_api() -> SqlApi:
 
 
 def default_url() -> str:
-    """``AGENT_ENGINE_DB``, else the embedded SQLite default (``memory://`` without SQL)."""
+    """``AGENT_ENGINE_DB``, else the embedded SQLite default in the user data directory."""
     if os.environ.get(DB_ENV):
         return os.environ[DB_ENV]
-    if not sql_available():  # only while the SQL backend is not part of the installation
-        return MEMORY_URL
     return sql_api().default_url()
 
 

@@ -85,7 +85,6 @@ def sqlite_url(tmp_path) -> str:
 @pytest.fixture
 def sql_cli(cli_env, tmp_path, sqlite_url) -> Cli:
     """The command on a temporary SQLite file (the SQL backend must be importable)."""
-    pytest.importorskip("agent_engine.memory.sql")
     return Cli({**cli_env, "AGENT_ENGINE_DB": sqlite_url}, tmp_path)
 
 

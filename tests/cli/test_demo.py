@@ -27,7 +27,6 @@ class TestDemo:
 
     def test_default_store_is_a_file_in_the_user_data_directory(self, default_cli, tmp_path):
         """Without --db the demo's store is the embedded SQLite default, under the user's data."""
-        pytest.importorskip("agent_engine.memory.sql")
         result = default_cli("--json", "--embedder", "hashing", "demo")
         assert result.code == 0, result.err
         url = result.json()["store"]

@@ -53,7 +53,6 @@ class TestUserErrors:
 
     def test_missing_postgresql_database(self, cli):
         """A PostgreSQL database that does not exist (or a server that is down) is one line."""
-        pytest.importorskip("agent_engine.memory.sql")
         url = "postgresql+psycopg://postgres@127.0.0.1:5432/agent_engine_no_such_database"
         result = cli("--db", url, "memory", "list")
         assert result.code == EXIT_ERROR
