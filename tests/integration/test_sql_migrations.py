@@ -178,3 +178,56 @@ def test_upgrade_from_an_installed_wheel(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == head_revision()
     assert database_revision(url) == head_revision()
+
+
+NEXT_REVISION = '''
+"""A later revision, as a future release would ship it."""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.create_index("ix_ae_items_source", "ae_items", ["source"])
+
+
+def downgrade():
+    op.drop_index("ix_ae_items_source", table_name="ae_items")
+'''
+
+
+class TestOlderSchema:
+    """A database at an older revision than the code's head: refused, or upgraded on request."""
+
+    @pytest.fixture
+    def newer_code(self, tmp_path, monkeypatch):
+        """The shipped scripts plus a revision 0002, as the next release of the code has them."""
+        import shutil  # noqa: PLC0415
+
+        from agent_engine.memory.sql import _migrate  # noqa: PLC0415
+
+        scripts = tmp_path / "migrations"
+        shutil.copytree(_migrate.migrations_path(), scripts)
+        (scripts / "versions" / "0002_next.py").write_text(NEXT_REVISION)
+        monkeypatch.setattr(_migrate, "migrations_path", lambda: scripts)
+        _migrate._scripts.cache_clear()
+        yield
+        _migrate._scripts.cache_clear()
+
+    def test_older_revision_names_the_command_then_upgrades_when_asked(self, sql_url, request):
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add(ContextItem.create("note", "written at 0001", id="old"))
+        request.getfixturevalue("newer_code")
+        assert head_revision() == "0002"
+        with pytest.raises(SchemaVersionError, match="agent-engine db upgrade") as raised:
+            SQLAlchemyBackend(sql_url)
+        assert (raised.value.current, raised.value.expected) == ("0001", "0002")
+        assert database_revision(sql_url) == "0001"
+        with SQLAlchemyBackend(sql_url, upgrade=True) as backend:
+            assert backend.get("old") is not None
+        assert database_revision(sql_url) == "0002"

@@ -13,16 +13,19 @@ from __future__ import annotations
 import functools
 import importlib.resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 
 from agent_engine.errors import BackendUnavailableError, SchemaVersionError
 from agent_engine.memory.sql._engine import IMMEDIATE, create_engine, is_sqlite, retrying
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+# alembic is imported where it is used: importing agent_engine (and starting the CLI) stays
+# fast, and only opening or migrating a database pays for it.
 
 __all__ = [
     "UPGRADE_COMMAND",
@@ -56,6 +59,8 @@ def migrations_path() -> Path:
 
 def alembic_config(connection: sa.Connection | None = None) -> Config:
     """An alembic configuration for the shipped scripts (bound to ``connection`` if given)."""
+    from alembic.config import Config  # noqa: PLC0415 - see the note on imports above
+
     config = Config()
     config.set_main_option("script_location", str(migrations_path()))
     config.attributes["connection"] = connection
@@ -64,6 +69,8 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
 
 @functools.cache
 def _scripts() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory  # noqa: PLC0415 - see the note on imports above
+
     return ScriptDirectory.from_config(alembic_config())
 
 
@@ -77,6 +84,8 @@ def head_revision() -> str:
 
 def current_revision(connection: sa.Connection) -> str | None:
     """The revision recorded in the database (``None``: no schema yet)."""
+    from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 - see above
+
     context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
     return context.get_current_revision()
 
@@ -111,6 +120,8 @@ def check_revision(current: str | None, *, url: str) -> None:
 
 
 def _known(revision: str) -> bool:
+    from alembic.util import CommandError  # noqa: PLC0415 - see the note on imports above
+
     try:
         return _scripts().get_revision(revision) is not None
     except CommandError:
@@ -126,6 +137,7 @@ def _display(url: str) -> str:
 
 def upgrade(engine: sa.Engine, *, url: str, revision: str = "head") -> None:
     """Bring the database behind ``engine`` to ``revision`` in one locked transaction."""
+    from alembic import command  # noqa: PLC0415 - see the note on imports above
 
     def run() -> None:
         with engine.connect() as connection:
@@ -145,6 +157,8 @@ def upgrade(engine: sa.Engine, *, url: str, revision: str = "head") -> None:
 
 def downgrade(engine: sa.Engine, revision: str) -> None:
     """Take the database back to ``revision`` (``"base"``: drop the schema); for tests and ops."""
+    from alembic import command  # noqa: PLC0415 - see the note on imports above
+
     with engine.connect() as connection:
         connection.execution_options(**{IMMEDIATE: True})
         with connection.begin():

@@ -19,6 +19,8 @@ __all__ = ["decode_time", "encode_time", "item_row", "row_item", "tag_rows"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_TIERS = {tier.value: tier for tier in Tier}
+_STATUSES = {status.value: status for status in Status}
 
 
 def encode_time(value: datetime) -> int:
@@ -105,7 +107,7 @@ def row_item(row: Any) -> ContextItem:
         ("id", item_id),
         ("kind", kind),
         ("text", text),
-        ("tier", Tier(tier)),
+        ("tier", _TIERS[tier]),
         ("namespace", namespace),
         ("source", source),
         ("session", session),
@@ -115,7 +117,7 @@ def row_item(row: Any) -> ContextItem:
         ("token_cost", token_cost),
         ("payload", json.loads(payload) if payload != "{}" else {}),
         ("embedding", embedding),
-        ("status", Status(status)),
+        ("status", _STATUSES[status]),
         ("access_count", access_count),
         ("last_accessed_at", None if last_accessed_at is None else decode_time(last_accessed_at)),
         ("expires_at", None if expires_at is None else decode_time(expires_at)),
