@@ -256,7 +256,10 @@ def demo(
     assembler.cleanup_task(task.id)  # what an interrupted earlier run may have left
 
     if not as_json:
-        out.print(Text(f"agent_engine demo · store {store.url} · embedder {embedder.name}"))
+        out.print(
+            Text(f"agent_engine demo · store {store.url} · embedder {embedder.name}"),
+            soft_wrap=True,
+        )
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
