@@ -36,7 +36,7 @@ class SuiteOptions:
     conversations: tuple[int, ...] = tuple(range(10))
     quality: QualityConfig = attrs.field(factory=QualityConfig)
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
-    backends: tuple[str, ...] = ("memory",)
+    backends: tuple[str, ...] = ("memory", "sqlite", "faiss", "faiss-sqlite")
     queries: int = 50
 
 
@@ -124,8 +124,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budgets", default="256,512,1024,2048,4096")
     parser.add_argument("--policies", default=",".join(QualityConfig().policies))
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--backends", default="memory")
+    parser.add_argument(
+        "--backends",
+        default="memory,sqlite,faiss,faiss-sqlite",
+        help=f"comma-separated, of: {', '.join(cost_suite.BACKENDS)}",
+    )
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.backends.split(",")) - set(cost_suite.BACKENDS))
+    if unknown:
+        parser.error(f"unknown backend(s): {', '.join(unknown)}")
     options = SuiteOptions(
         parts=frozenset(args.parts),
         data=args.data,

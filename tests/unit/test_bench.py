@@ -9,9 +9,10 @@ import pytest
 
 from agent_engine import ValidationError
 from agent_engine.bench import locomo
+from agent_engine.bench.cost import BACKENDS
 from agent_engine.bench.quality import QualityConfig, run_quality, split_of
 from agent_engine.bench.report import write_report
-from agent_engine.bench.runner import parse_ints
+from agent_engine.bench.runner import SuiteOptions, main, parse_ints
 from agent_engine.bench.synthetic import generate
 from agent_engine.embeddings import HashingEmbedder
 
@@ -144,3 +145,14 @@ class TestReport:
     def test_parse_ints(self):
         """Ranges and lists of numbers parse as the CLI documents."""
         assert parse_ints("0-2,5") == (0, 1, 2, 5)
+
+
+class TestRunnerArguments:
+    def test_unknown_backend_is_a_usage_error(self, capsys):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["cost", "--backends", "memory,nope"])
+        assert exit_info.value.code == 2
+        assert "unknown backend(s): nope" in capsys.readouterr().err
+
+    def test_every_default_backend_has_a_factory(self):
+        assert set(SuiteOptions().backends) <= set(BACKENDS)
