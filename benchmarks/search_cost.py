@@ -105,8 +105,14 @@ def _numpy_top(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return top[np.argsort(-scores[top])]
 
 
-def _vectors(base: np.ndarray, size: int, noise: float, seed: int = 0) -> np.ndarray:
-    """``size`` rows: the real embeddings first, then noisy copies of them, normalized."""
+def _vectors(
+    base: np.ndarray, size: int, noise: float, seed: int = 0, *, mix: float = 0.0
+) -> np.ndarray:
+    """``size`` rows: the real embeddings first, then noisy copies of them, normalized.
+
+    With ``mix`` > 0 each copy also adds ``mix`` times another random real embedding, so
+    copies of one turn spread apart instead of forming a tight, nearly tied cluster.
+    """
     rng = np.random.default_rng(seed)
     out = np.empty((size, base.shape[1]), dtype=np.float32)
     real = min(size, len(base))
@@ -116,6 +122,8 @@ def _vectors(base: np.ndarray, size: int, noise: float, seed: int = 0) -> np.nda
         stop = min(size, start + step)
         rows = base[np.arange(start, stop) % len(base)]
         block = rows + rng.normal(0.0, noise, rows.shape).astype(np.float32)
+        if mix:
+            block += mix * base[rng.integers(0, len(base), stop - start)]
         block /= np.linalg.norm(block, axis=1, keepdims=True)
         out[start:stop] = block
     return out
@@ -149,7 +157,7 @@ def measure_size(
 ) -> dict[str, Any]:
     import faiss  # noqa: PLC0415 - the optional dependency this benchmark is about.
 
-    matrix = _vectors(base, size, args.noise)
+    matrix = _vectors(base, size, args.noise, mix=args.mix)
     row: dict[str, Any] = {"size": size}
     row["numpy"] = _latency(lambda q: _numpy_top(matrix, q), queries)
     exact = [_numpy_top(matrix, q) for q in queries]
@@ -352,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--noise", type=float, default=0.025)
+    parser.add_argument("--mix", type=float, default=0.0, help="see _vectors")
     parser.add_argument("--hnsw-m", type=int, default=32)
     parser.add_argument("--ef-construction", type=int, default=80)
     parser.add_argument("--ef-search", type=int, nargs="+", default=[64, 128])
@@ -372,7 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     conversations = locomo.load(args.data)
     texts = [item.text for c in conversations for item in c.items]
     questions = [q.text for c in conversations for q in c.questions]
-    results: dict[str, Any] = {"ef_search": args.ef_search, "noise": args.noise}
+    results: dict[str, Any] = {
+        "ef_search": args.ef_search,
+        "noise": args.noise,
+        "mix": args.mix,
+    }
     if not args.skip_embedding:
         results["embedding"] = measure_embedding(texts, args)
         print(json.dumps(results["embedding"]), file=sys.stderr, flush=True)
