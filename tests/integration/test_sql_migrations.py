@@ -110,8 +110,11 @@ def _open_and_add(url, name, start, errors):
         errors.put(f"{name}: {type(exc).__name__}: {exc}")
 
 
-def test_two_processes_open_a_new_database_at_once(sql_url):
+def test_two_processes_open_a_new_database_at_once(sql_url, monkeypatch):
     """Both first opens succeed: the schema is created once, under a lock."""
+    # Spawned children import this module by name; the repository root must be on the path
+    # they inherit even when the package under test is an installed wheel (as under tox).
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
     context = multiprocessing.get_context("spawn")
     start = context.Event()
     errors = context.Queue()
