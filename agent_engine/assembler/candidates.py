@@ -10,6 +10,7 @@ are computed from their stored vectors, so every candidate is scored on every si
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime
 
 import attrs
@@ -44,10 +45,13 @@ class GatherLimits:
     pinned: int = 50
 
 
-def named_sources(query: str, sources: set[str]) -> frozenset[str]:
+def named_sources(query: str, sources: Iterable[str]) -> frozenset[str]:
     """Known sources whose name appears as a word in ``query`` (case-insensitive)."""
     found = set()
+    folded = query.lower()
     for source in sources:
+        if source.lower() not in folded:  # cheap test first: most sources are not named
+            continue
         if _NAME.match(source) and re.search(rf"\b{re.escape(source)}\b", query, re.IGNORECASE):
             found.add(source)
     return frozenset(found)

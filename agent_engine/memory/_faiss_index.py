@@ -35,6 +35,8 @@ from agent_engine.models import Vector
 FORMAT_VERSION = 1
 _GATHER_CHUNK = 1024
 """Rows of a scope gathered and scored per step (1024 x 384 floats: 1.5 MB, cache-resident)."""
+_RUN_ROWS = 256
+"""A scope whose contiguous runs average this many rows or more is scored run by run."""
 _MASK64 = (1 << 64) - 1
 _INSTALL_HINT = (
     "the FAISS backend needs the faiss-cpu package: pip install 'agent-engine[faiss]' "
@@ -224,7 +226,18 @@ class RowIndex:
     ) -> npt.NDArray[np.float32]:
         """Scores of ``rows`` (all rows when ``None``, dead ones at -inf)."""
         vectors = self.vectors()
-        if rows is not None:
+        if rows is not None and len(rows):
+            breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+            if len(breaks) * _RUN_ROWS < len(rows):
+                # Few long runs (a namespace written in batches, or one namespace holding the
+                # whole store): each run is a slice of the storage, scored where it lies
+                # without the gather's copy.
+                scores = np.empty(len(rows), dtype=np.float32)
+                starts = [0, *breaks.tolist()]
+                for start, end in zip(starts, [*starts[1:], len(rows)], strict=True):
+                    first = int(rows[start])
+                    np.dot(vectors[first : first + end - start], query, out=scores[start:end])
+                return scores
             # Gathered in cache-sized chunks: no copy of the whole scope per search, and
             # each chunk is scored while it is still in cache.
             scores = np.empty(len(rows), dtype=np.float32)

@@ -54,6 +54,7 @@ class LexicalIndex:
         self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         self._position: dict[str, tuple[str, int]] = {}
         self._sessions: dict[str, list[str]] = {}
+        self._sources: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -114,6 +115,7 @@ class LexicalIndex:
         self._row_of = {item_id: row for row, item_id in enumerate(ids)}
         self._postings = self._weights(rows_by_term, tf_by_term, lengths)
         self._position, self._sessions = position, sessions
+        self._sources = frozenset(doc.source for doc in self._docs.values() if doc.source)
         self._built = True
 
     def _term_counts(self, item_id: str, neighbours: list[str]) -> dict[str, float]:
@@ -181,10 +183,16 @@ class LexicalIndex:
                 if offset and 0 <= index + offset < len(members)
             ]
 
-    def sources(self) -> set[str]:
-        """Every distinct ``source`` among the indexed items."""
+    def sources(self) -> frozenset[str]:
+        """Every distinct ``source`` among the indexed items.
+
+        Kept with the postings: every build asks for it, and a scan of a large store's
+        documents per query would cost more than the BM25 scoring does.
+        """
         with self._lock:
-            return {doc.source for doc in self._docs.values() if doc.source}
+            if not self._built:
+                self._build()
+            return self._sources
 
 
 class LexicalHits:

@@ -135,6 +135,9 @@ class TestMaintenance:
             ]
         )
         assert index.sources() == {"Caroline", "Melanie"}
+        index.remove(["b"])
+        index.upsert([item("e", "v", source="Jon"), item("a", "x", source="Gina")])
+        assert index.sources() == {"Caroline", "Gina", "Jon"}  # follows every write
 
 
 class TestNeighbours:

@@ -85,6 +85,32 @@ def test_dead_rows_are_compacted_and_never_returned(kind):
     assert not {hit.item.id for hit in hits} & set(doomed)
 
 
+def test_scoped_exact_search_over_batched_namespaces():
+    """Namespaces written in long batches (scored run by run) rank exactly, holes included."""
+    rng = np.random.default_rng(3)
+    items = [
+        make_item(
+            i,
+            embedding=rng.standard_normal(DIM).astype(np.float32),
+            namespace=f"ns-{(i // 700) % 2}",
+        )
+        for i in range(2800)
+    ]
+    backend = FaissBackend(dim=DIM, exact_below=1)
+    backend.add_many(items)
+    doomed = {items[n].id for n in (3, 700, 701, 1405, 2799)}  # holes split runs
+    backend.delete_many(sorted(doomed))
+    live = [item for item in items if item.id not in doomed]
+    for seed in range(5):
+        query = rng.standard_normal(DIM)
+        for namespace in ("ns-0", "ns-1"):
+            hits = backend.search(query, k=25, filters={"namespace": namespace})
+            want = _oracle(live, query, 25, lambda i, ns=namespace: i.namespace == ns)
+            assert [hit.item.id for hit in hits] == want, (seed, namespace)
+            scores = [hit.score for hit in hits]
+            assert scores == sorted(scores, reverse=True)
+
+
 def test_namespace_moves_follow_updates():
     """An item moved to another namespace is found there, and no longer in the old one."""
     backend = FaissBackend(dim=DIM)
