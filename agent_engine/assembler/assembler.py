@@ -21,13 +21,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import attrs
-from cachetools import LRUCache
 
 from agent_engine._log import get_logger
+from agent_engine.assembler._costcache import CostCache
 from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER, allocate
 from agent_engine.assembler.candidates import GatherLimits, gather
 from agent_engine.assembler.package import (
@@ -153,9 +153,10 @@ class ContextAssembler:
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
         self._lock = threading.Lock()
-        self._costs: LRUCache[tuple[str, str, str], int] = LRUCache(maxsize=100_000)
+        self._costs: CostCache[tuple[str, str, str]] = CostCache(maxsize=100_000)
         # Section and session headers recur across steps; counted once per assembler.
-        self._header_costs: LRUCache[str, int] = LRUCache(maxsize=10_000)
+        self._header_costs: CostCache[str] = CostCache(maxsize=10_000)
+        self._group_costs: CostCache[tuple[str, date]] = CostCache(maxsize=10_000)
 
     # ------------------------------------------------------------------ stores
 
@@ -238,6 +239,7 @@ class ContextAssembler:
             self.counter,
             self._body_cost,
             header_costs=self._header_costs,
+            group_costs=self._group_costs,
         )
         self._pack(packer, plans, allocation)
         self._widen(packer=packer, plans=plans, query=query, policy=policy, now=now, omitted=early)

@@ -19,11 +19,12 @@ left out. Nothing is ever added past the budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable
 from datetime import date
 
 import attrs
 
+from agent_engine.assembler._costcache import CostCache
 from agent_engine.assembler.package import (
     Omission,
     OmissionReason,
@@ -63,7 +64,8 @@ class Packer:
         counter: TokenCounter,
         body_cost: Callable[[ContextItem, str], int],
         *,
-        header_costs: MutableMapping[str, int] | None = None,
+        header_costs: CostCache[str] | None = None,
+        group_costs: CostCache[tuple[str, date]] | None = None,
     ) -> None:
         self.budget = budget
         self.allocation = allocation
@@ -78,14 +80,13 @@ class Packer:
         self._chosen: set[str] = set()
         self._settled: set[str] = set()
         self._line_overhead: dict[str, int] = {}
-        self._header_costs: MutableMapping[str, int] = (
-            header_costs if header_costs is not None else {}
-        )
-        # An entry is offered up to once per packing phase; its line and its session header
-        # cost the same every time, so each is counted once per package.
+        self._header_costs = header_costs if header_costs is not None else CostCache(1024)
+        # An entry is offered up to once per packing phase; its line costs the same every
+        # time, so it is counted once per package. A session's group header costs the same
+        # in every package of one layout, so the caller may share that cache across builds.
         self._line_costs: dict[str, int] = {}
-        self._group_costs: dict[tuple[str, date], int] = {}
-        self.skipped: dict[str, tuple[Entry, int]] = {}
+        self._group_costs = group_costs if group_costs is not None else CostCache(1024)
+        self.skipped: dict[str, Entry] = {}
         self.omissions: list[Omission] = []
 
     @property
@@ -127,12 +128,15 @@ class Packer:
             self._line_overhead[item.kind] = overhead
         return overhead + self._body_cost(item, body)
 
+    def _line_cost(self, item: ContextItem) -> int:
+        line = self._line_costs.get(item.id)
+        if line is None:
+            line = self._line_costs[item.id] = self._line(item, item.body)
+        return line
+
     def cost(self, entry: Entry) -> int:
         """What adding the entry costs now, headers it would open included."""
-        line = self._line_costs.get(entry.item.id)
-        if line is None:
-            line = self._line_costs[entry.item.id] = self._line(entry.item, entry.item.body)
-        return line + self._headers(entry)
+        return self._line_cost(entry.item) + self._headers(entry)
 
     # ------------------------------------------------------------------ adding
 
@@ -154,7 +158,13 @@ class Packer:
             self._settled.add(entry.item.id)
             return False
         available = min(available, self.budget - self.total)
-        cost = self.cost(entry)
+        line = self._line_cost(entry.item)
+        if line > available and not may_truncate:
+            # Headers only add to the line, so it cannot fit. Most offers of a large pool end
+            # here once the budget is spent; what it would cost is settled at the end.
+            self.skipped[entry.item.id] = entry
+            return False
+        cost = line + self._headers(entry)
         if cost <= available:
             self._take(entry, entry.item.body, cost, truncated=False)
             return True
@@ -165,7 +175,7 @@ class Packer:
                     entry, body, self._line(entry.item, body) + self._headers(entry), truncated=True
                 )
                 return True
-        self.skipped[entry.item.id] = (entry, cost)
+        self.skipped[entry.item.id] = entry
         return False
 
     def _take(self, entry: Entry, body: str, cost: int, *, truncated: bool) -> None:
@@ -206,8 +216,12 @@ class Packer:
             self.offer(entry, available(), may_truncate=may_truncate)
 
     def settle(self, reach: dict[Tier, int]) -> list[Omission]:
-        """Omissions for every offered entry left out, by why (``reach``: a tier's best room)."""
-        for entry, cost in self.skipped.values():
+        """Omissions for every offered entry left out, by why (``reach``: a tier's best room).
+
+        An omission's tokens are what the entry would cost in the final package.
+        """
+        for entry in self.skipped.values():
+            cost = self.cost(entry)
             reason = (
                 OmissionReason.OVER_BUDGET
                 if cost > reach[entry.tier]
