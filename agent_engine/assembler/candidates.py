@@ -109,8 +109,8 @@ def gather(
         saturated = saturated or len(important) == limits.per_source
     if NEIGHBOURS in wanted and index is not None:
         seeds = lexical_best[: limits.neighbour_seeds] + dense_best[: limits.neighbour_seeds]
-        for seed in dict.fromkeys(seeds):
-            ids.update(dict.fromkeys(other for other, _ in index.neighbours(seed, limits.radius)))
+        for near in index.neighbourhoods(dict.fromkeys(seeds), limits.radius).values():
+            ids.update(dict.fromkeys(other for other, _ in near))
 
     items = {item.id: item for item in store.get_many(i for i in ids if i not in exclude)}
     pinned = store.query(
@@ -146,10 +146,8 @@ def _neighbour_map(
     if index is None:
         return {}
     result = {}
-    for item_id in items:
-        near = [
-            (other, offset) for other, offset in index.neighbours(item_id, radius) if other in items
-        ]
+    for item_id, around in index.neighbourhoods(items, radius).items():
+        near = [(other, offset) for other, offset in around if other in items]
         if near:
             result[item_id] = near
     return result

@@ -124,7 +124,7 @@ class Packer:
     def _line(self, item: ContextItem, body: str) -> int:
         overhead = self._line_overhead.get(item.kind)
         if overhead is None:
-            overhead = self.counter.count(self.layout.line(item, ""))
+            overhead = self._count(self.layout.line(item, ""))
             self._line_overhead[item.kind] = overhead
         return overhead + self._body_cost(item, body)
 

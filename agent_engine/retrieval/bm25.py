@@ -170,18 +170,34 @@ class LexicalIndex:
 
     def neighbours(self, item_id: str, radius: int) -> list[tuple[str, int]]:
         """Items within ``radius`` places of ``item_id`` in its session, with their offsets."""
+        return self.neighbourhoods([item_id], radius).get(item_id, [])
+
+    def neighbourhoods(
+        self, item_ids: Iterable[str], radius: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        """:meth:`neighbours` of many items at once (those without any are left out).
+
+        A build asks for the neighbours of every candidate: one call takes the lock once.
+        """
+        offsets = [offset for offset in range(-radius, radius + 1) if offset]
+        found: dict[str, list[tuple[str, int]]] = {}
         with self._lock:
             if not self._built:
                 self._build()
-            if item_id not in self._position:
-                return []
-            session, index = self._position[item_id]
-            members = self._sessions[session]
-            return [
-                (members[index + offset], offset)
-                for offset in range(-radius, radius + 1)
-                if offset and 0 <= index + offset < len(members)
-            ]
+            position, sessions = self._position, self._sessions
+            for item_id in item_ids:
+                place = position.get(item_id)
+                if place is None:
+                    continue
+                members = sessions[place[0]]
+                near = [
+                    (members[place[1] + offset], offset)
+                    for offset in offsets
+                    if 0 <= place[1] + offset < len(members)
+                ]
+                if near:
+                    found[item_id] = near
+        return found
 
     def sources(self) -> frozenset[str]:
         """Every distinct ``source`` among the indexed items.

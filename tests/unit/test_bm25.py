@@ -166,6 +166,11 @@ class TestNeighbours:
         assert index.neighbours("solo", 3) == []
         assert index.neighbours("missing", 3) == []
 
+    def test_neighbourhoods_in_one_call(self, index):
+        """Many items at once: the same windows, and items without any are left out."""
+        found = index.neighbourhoods(["a0", "solo", "b1", "missing", "a0"], 1)
+        assert found == {"a0": [("a1", 1)], "b1": [("b0", -1), ("b2", 1)]}
+
     def test_terms_are_lent_only_by_adjacent_turns(self):
         """A term reaches the turns just before and after it, not those two places away."""
         index = LexicalIndex()
