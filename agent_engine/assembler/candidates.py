@@ -93,10 +93,13 @@ def gather(
     embedder = getattr(store.backend, "embedder", None)
     query_vector = None
     dense_best: list[str] = []
+    found: dict[str, ContextItem] = {}
     saturated = lexical is not None and len(lexical) > limits.per_source
     if DENSE in wanted and dense_query and embedder is not None:
         query_vector = normalize_rows(embedder.embed([dense_query]))[0]
-        dense_best = [hit.item.id for hit in store.search(query_vector, k=limits.per_source)]
+        hits = store.search(query_vector, k=limits.per_source)
+        found = {hit.item.id: hit.item for hit in hits}  # fetched already: not read twice
+        dense_best = list(found)
         ids.update(dict.fromkeys(dense_best))
         saturated = saturated or len(dense_best) == limits.per_source
     if RECENT in wanted:
@@ -112,7 +115,11 @@ def gather(
         for near in index.neighbourhoods(dict.fromkeys(seeds), limits.radius).values():
             ids.update(dict.fromkeys(other for other, _ in near))
 
-    items = {item.id: item for item in store.get_many(i for i in ids if i not in exclude)}
+    wanted_ids = [i for i in ids if i not in exclude]
+    fetched = {item.id: item for item in store.get_many(i for i in wanted_ids if i not in found)}
+    items = {
+        i: found[i] if i in found else fetched[i] for i in wanted_ids if i in found or i in fetched
+    }
     pinned = store.query(
         {"status": Status.PINNED.value}, limit=limits.pinned, order_by="importance"
     )

@@ -337,8 +337,10 @@ class FaissBackend(BaseBackend):
         Returns ``None`` when ``walk_limit`` rows gave fewer than ``k`` (a selective filter).
         """
         hits: list[SearchHit] = []
-        # Without conditions every ranked row is a hit (unless its item vanished): ask for k.
-        window = 4 * k if where.conditions else k
+        # Rows are already scoped to the namespace, and a tier store's other condition (its
+        # tier) holds for nearly every item of it: such a walk asks for k rows, not 4k, which
+        # saves the record store three fetches in four. Other filters start wider.
+        window = k if _scope_only(where) else 4 * k
         walked = 0
         while len(hits) < k:
             batch = ranking.next(window)
@@ -452,6 +454,11 @@ def _scoped_namespace(where: Filter) -> str | None:
             value: str = condition.value
             return value
     return None
+
+
+def _scope_only(where: Filter) -> bool:
+    """Whether ``where`` holds only namespace and tier equalities (a tier store's scope)."""
+    return all(c.op is Op.EQ and c.field in ("namespace", "tier") for c in where.conditions)
 
 
 def _same_vector(rows: RowIndex, row: int, embedding: Vector) -> bool:
