@@ -52,18 +52,19 @@ class HeuristicTokenCounter:
     margin = 1.10
 
     def count(self, text: str) -> int:
-        """Estimated tokens in ``text`` (0 for the empty string)."""
-        total = 0
-        for piece in _PIECES.findall(text):
+        """Estimated tokens in ``text`` (0 for the empty string).
+
+        Most pieces are short words, symbols and numbers that cost one token each, so only
+        the few long ones get a closer look: a build counts its whole rendered package.
+        """
+        pieces = _PIECES.findall(text)
+        total = len(pieces)
+        for piece in [piece for piece in pieces if len(piece) > _LONG_NUMBER]:
             length = len(piece)
             if piece[0].isdigit():
-                total += 1 + (
-                    math.ceil((length - _LONG_NUMBER) / 3) if length > _LONG_NUMBER else 0
-                )
-            elif piece[0].isascii() and piece[0].isalpha():
-                total += 1 + (math.ceil((length - _LONG_WORD) / 4) if length > _LONG_WORD else 0)
-            else:
-                total += 1
+                total += math.ceil((length - _LONG_NUMBER) / 3)
+            elif length > _LONG_WORD and piece[0].isascii():
+                total += math.ceil((length - _LONG_WORD) / 4)
         return math.ceil(total * self.margin)
 
 

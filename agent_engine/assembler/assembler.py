@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any
@@ -555,7 +556,5 @@ class ContextAssembler:
 
 
 def _count_by_reason(omissions: list[Omission]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for omission in omissions:
-        counts[omission.reason.value] = counts.get(omission.reason.value, 0) + 1
-    return counts
+    counts = Counter(omission.reason for omission in omissions)
+    return {reason.value: count for reason, count in counts.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -19,6 +20,19 @@ from agent_engine import (
 def with_margin(pieces):
     """What the heuristic returns for ``pieces`` raw tokens: +10%, rounded up."""
     return math.ceil(pieces * 1.1)
+
+
+def reference_pieces(text):
+    """The heuristic's rules one piece at a time (the counter's specification)."""
+    total = 0
+    for piece in re.findall(r"[A-Za-z]+|\d+|[^\sA-Za-z\d]", text):
+        if piece[0].isdigit():
+            total += 1 + (math.ceil((len(piece) - 4) / 3) if len(piece) > 4 else 0)
+        elif piece[0].isascii() and piece[0].isalpha():
+            total += 1 + (math.ceil((len(piece) - 8) / 4) if len(piece) > 8 else 0)
+        else:
+            total += 1
+    return total
 
 
 class TestHeuristicTokenCounter:
@@ -48,6 +62,19 @@ class TestHeuristicTokenCounter:
     def test_rules(self, text, pieces):
         """Letter runs, digit runs and single symbols, long runs split, plus a 10% margin."""
         assert DEFAULT_COUNTER.count(text) == with_margin(pieces)
+
+    @given(
+        st.text(
+            st.one_of(
+                st.sampled_from("abcxyzABC0123456789 \n\t.,-_<>&'"),
+                st.characters(exclude_categories=["Cs"]),
+            ),
+            max_size=80,
+        )
+    )
+    def test_agrees_with_the_rules_piece_by_piece(self, text):
+        """The regex-scan count equals the rules applied to each piece in turn."""
+        assert DEFAULT_COUNTER.count(text) == with_margin(reference_pieces(text))
 
     def test_never_below_a_word_count(self):
         """Every word costs at least one token."""
