@@ -8,12 +8,13 @@ which is why this index is our own rather than bm25s or rank-bm25 (neither takes
 term counts). It also knows each session's order, which the ranking uses to smooth scores
 over neighbours.
 
-The index is built lazily from its documents and rebuilt after changes (``O(terms)`` with
-numpy postings); a query touches only the postings of its own terms.
+Writes update the index incrementally (see :class:`LexicalIndex`); a query touches only the
+postings of its own terms.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 from collections import Counter
@@ -39,7 +40,16 @@ class _Doc:
 
 
 class LexicalIndex:
-    """A BM25 index of items (``k1``, ``b``: the Okapi parameters)."""
+    """A BM25 index of items (``k1``, ``b``: the Okapi parameters).
+
+    Writes are incremental, so an agent that stores a memory between two builds does not pay
+    for re-indexing the whole store: each document is a row of the postings, and a write
+    retires the rows of the items it changes (the item itself and the session neighbours
+    whose lent terms it alters) and appends fresh ones before the next query. Collection
+    statistics (document count, average length) are read at query time, and each term's
+    weights are cached until the next write, so scores always equal those of an index built
+    from scratch. Retired rows are dropped by a rebuild once they outnumber the live ones.
+    """
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75, neighbour_weight: float = 0.4) -> None:
         self.k1 = k1
@@ -47,14 +57,20 @@ class LexicalIndex:
         self.neighbour_weight = neighbour_weight
         self._docs: dict[str, _Doc] = {}
         self._lock = threading.RLock()
-        self._built = False
-        self._ids: list[str] = []
-        self._id_array: npt.NDArray[np.str_] = np.array([], dtype=np.str_)
-        self._row_of: dict[str, int] = {}
-        self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
-        self._position: dict[str, tuple[str, int]] = {}
+        # Sessions: member ids in (timestamp, id) order, and those keys for bisection.
         self._sessions: dict[str, list[str]] = {}
-        self._sources: frozenset[str] = frozenset()
+        self._session_keys: dict[str, list[tuple[datetime, str]]] = {}
+        self._source_counts: Counter[str] = Counter()
+        self._sources: frozenset[str] | None = frozenset()
+        # Rows: every document version written; a retired row stays until compaction.
+        self._ids: list[str] = []
+        self._row_of: dict[str, int] = {}
+        self._alive = np.zeros(0, dtype=bool)
+        self._lengths = np.zeros(0, dtype=np.float64)
+        self._postings: dict[str, tuple[list[int], list[float]]] = {}
+        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._weights: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._dirty: dict[str, None] = {}
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -68,55 +84,110 @@ class LexicalIndex:
         """Add or replace items (analysis happens here, once per write)."""
         with self._lock:
             for item in items:
-                self._docs[item.id] = _Doc(
+                self._forget(item.id)
+                doc = _Doc(
                     Counter(analyze(item.text)),
                     item.session,
                     item.source,
                     (item.timestamp, item.id),
                 )
-            self._built = False
+                self._docs[item.id] = doc
+                self._source_counts[doc.source] += 1
+                self._dirty[item.id] = None
+                if doc.session:
+                    keys = self._session_keys.setdefault(doc.session, [])
+                    members = self._sessions.setdefault(doc.session, [])
+                    at = bisect.bisect_left(keys, doc.order)
+                    keys.insert(at, doc.order)
+                    members.insert(at, item.id)
+                    self._dirty.update(dict.fromkeys(_adjacent(members, at)))
+            self._sources = None
 
     def remove(self, item_ids: Iterable[str]) -> None:
         """Forget items (unknown ids are ignored)."""
         with self._lock:
             for item_id in item_ids:
-                if self._docs.pop(item_id, None) is not None:
-                    self._built = False
+                self._forget(item_id)
+            self._sources = None
 
-    def _build(self) -> None:
-        sessions: dict[str, list[str]] = {}
-        for item_id, doc in self._docs.items():
-            if doc.session:
-                sessions.setdefault(doc.session, []).append(item_id)
-        for members in sessions.values():
-            members.sort(key=lambda item_id: self._docs[item_id].order)
-        position = {
-            item_id: (session, index)
-            for session, members in sessions.items()
-            for index, item_id in enumerate(members)
-        }
-        ids = list(self._docs)
-        rows_by_term: dict[str, list[int]] = {}
-        tf_by_term: dict[str, list[float]] = {}
-        lengths = np.zeros(len(ids), dtype=np.float64)
-        for row, item_id in enumerate(ids):
-            neighbours = []
-            if item_id in position:
-                session, index = position[item_id]
-                members = sessions[session]
-                neighbours = [members[i] for i in (index - 1, index + 1) if 0 <= i < len(members)]
-            counts = self._term_counts(item_id, neighbours)
-            lengths[row] = sum(counts.values())
-            for term, weight in counts.items():
-                rows_by_term.setdefault(term, []).append(row)
-                tf_by_term.setdefault(term, []).append(weight)
-        self._ids = ids
-        self._id_array = np.array(ids, dtype=np.str_)
-        self._row_of = {item_id: row for row, item_id in enumerate(ids)}
-        self._postings = self._weights(rows_by_term, tf_by_term, lengths)
-        self._position, self._sessions = position, sessions
-        self._sources = frozenset(doc.source for doc in self._docs.values() if doc.source)
-        self._built = True
+    def _forget(self, item_id: str) -> None:
+        """Drop a document and its session place; its row and its neighbours' are redone."""
+        doc = self._docs.pop(item_id, None)
+        if doc is None:
+            return
+        self._dirty[item_id] = None
+        self._source_counts[doc.source] -= 1
+        if not self._source_counts[doc.source]:
+            del self._source_counts[doc.source]
+        if doc.session:
+            keys = self._session_keys[doc.session]
+            members = self._sessions[doc.session]
+            at = bisect.bisect_left(keys, doc.order)
+            del keys[at], members[at]
+            # The items on either side now lend each other terms.
+            self._dirty.update(dict.fromkeys(members[max(at - 1, 0) : at + 1]))
+            if not members:
+                del self._sessions[doc.session], self._session_keys[doc.session]
+
+    def _refresh(self) -> None:
+        """Bring the rows in line with the documents (called with the lock held)."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, {}
+        live = len(self._row_of)
+        retired = len(self._ids) - live
+        if retired + len(dirty) > max(1024, live):
+            self._reset_rows()  # compaction: every document gets one fresh row
+            dirty = dict.fromkeys(self._docs)
+        for item_id in dirty:
+            row = self._row_of.pop(item_id, None)
+            if row is not None:
+                self._alive[row] = False
+        self._reserve(len(self._ids) + len(dirty))
+        for item_id in dirty:
+            if item_id in self._docs:
+                self._append(item_id)
+        self._weights.clear()
+
+    def _reset_rows(self) -> None:
+        self._ids, self._row_of = [], {}
+        self._alive = np.zeros(0, dtype=bool)
+        self._lengths = np.zeros(0, dtype=np.float64)
+        self._postings, self._arrays = {}, {}
+
+    def _reserve(self, rows: int) -> None:
+        """Grow the per-row arrays (doubling) to hold ``rows`` rows."""
+        if rows <= len(self._alive):
+            return
+        size = max(rows, 2 * len(self._alive), 64)
+        alive = np.zeros(size, dtype=bool)
+        lengths = np.zeros(size, dtype=np.float64)
+        alive[: len(self._alive)] = self._alive
+        lengths[: len(self._lengths)] = self._lengths
+        self._alive, self._lengths = alive, lengths
+
+    def _append(self, item_id: str) -> None:
+        row = len(self._ids)
+        counts = self._term_counts(item_id, self._session_neighbours(item_id))
+        self._ids.append(item_id)
+        self._row_of[item_id] = row
+        self._alive[row] = True
+        self._lengths[row] = sum(counts.values())
+        for term, weight in counts.items():
+            posting = self._postings.get(term)
+            if posting is None:
+                posting = self._postings[term] = ([], [])
+            posting[0].append(row)
+            posting[1].append(weight)
+            self._arrays.pop(term, None)
+
+    def _session_neighbours(self, item_id: str) -> list[str]:
+        doc = self._docs[item_id]
+        if not doc.session:
+            return []
+        members = self._sessions[doc.session]
+        at = bisect.bisect_left(self._session_keys[doc.session], doc.order)
+        return [members[i] for i in (at - 1, at + 1) if 0 <= i < len(members)]
 
     def _term_counts(self, item_id: str, neighbours: list[str]) -> dict[str, float]:
         """An item's own term counts plus its neighbours' at ``neighbour_weight``."""
@@ -127,37 +198,59 @@ class LexicalIndex:
                     counts[term] = counts.get(term, 0.0) + self.neighbour_weight * n
         return counts
 
-    def _weights(
-        self,
-        rows_by_term: dict[str, list[int]],
-        tf_by_term: dict[str, list[float]],
-        lengths: npt.NDArray[np.float64],
-    ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
-        """Precompute each posting's BM25 contribution: a query only sums them."""
-        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
-        norm = self.k1 * (1.0 - self.b + self.b * lengths / average)
-        total = len(lengths)
-        postings = {}
-        for term, rows in rows_by_term.items():
-            row_array = np.asarray(rows, dtype=np.int64)
-            tf = np.asarray(tf_by_term[term], dtype=np.float64)
-            idf = math.log(1.0 + (total - len(rows) + 0.5) / (len(rows) + 0.5))
-            postings[term] = (row_array, idf * tf * (self.k1 + 1.0) / (tf + norm[row_array]))
-        return postings
+    def _term_weights(
+        self, term: str, total: int, norm: npt.NDArray[np.float64] | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+        """Each live posting's BM25 contribution for ``term`` (cached until the next write)."""
+        cached = self._weights.get(term)
+        if cached is not None:
+            return cached
+        posting = self._postings.get(term)
+        if posting is None or norm is None:
+            return None
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            arrays = self._arrays[term] = (
+                np.asarray(posting[0], dtype=np.int64),
+                np.asarray(posting[1], dtype=np.float64),
+            )
+        rows, tf = arrays
+        live = self._alive[rows]
+        rows, tf = rows[live], tf[live]
+        if not len(rows):
+            return None
+        idf = math.log(1.0 + (total - len(rows) + 0.5) / (len(rows) + 0.5))
+        weights = (rows, idf * tf * (self.k1 + 1.0) / (tf + norm[rows]))
+        self._weights[term] = weights
+        return weights
+
+    def _norm(self) -> npt.NDArray[np.float64] | None:
+        """The length normalization of every row (``None`` for an empty index)."""
+        rows = len(self._ids)
+        if not self._row_of:
+            return None
+        lengths = self._lengths[:rows]
+        average = float(lengths[self._alive[:rows]].mean())
+        average = average if average > 0 else 1.0
+        norm: npt.NDArray[np.float64] = self.k1 * (1.0 - self.b + self.b * lengths / average)
+        return norm
 
     # ------------------------------------------------------------------ queries
 
     def hits(self, query: str) -> LexicalHits:
         """BM25 scores of ``query`` against every item (each query term counts once)."""
         with self._lock:
-            if not self._built:
-                self._build()
-            terms = [term for term in dict.fromkeys(analyze(query)) if term in self._postings]
+            self._refresh()
             total = np.zeros(len(self._ids), dtype=np.float64)
+            terms = [term for term in dict.fromkeys(analyze(query)) if term in self._postings]
+            norm = None
+            if terms and any(term not in self._weights for term in terms):
+                norm = self._norm()
             for term in terms:
-                rows, weights = self._postings[term]
-                total[rows] += weights
-            return LexicalHits(total, self._id_array, self._row_of)
+                weights = self._term_weights(term, len(self._row_of), norm)
+                if weights is not None:
+                    total[weights[0]] += weights[1]
+            return LexicalHits(total, self._ids, self._row_of)
 
     def scores(self, query: str) -> dict[str, float]:
         """BM25 score of every item sharing a term with ``query``."""
@@ -182,18 +275,16 @@ class LexicalIndex:
         offsets = [offset for offset in range(-radius, radius + 1) if offset]
         found: dict[str, list[tuple[str, int]]] = {}
         with self._lock:
-            if not self._built:
-                self._build()
-            position, sessions = self._position, self._sessions
             for item_id in item_ids:
-                place = position.get(item_id)
-                if place is None:
+                doc = self._docs.get(item_id)
+                if doc is None or not doc.session:
                     continue
-                members = sessions[place[0]]
+                members = self._sessions[doc.session]
+                at = bisect.bisect_left(self._session_keys[doc.session], doc.order)
                 near = [
-                    (members[place[1] + offset], offset)
+                    (members[at + offset], offset)
                     for offset in offsets
-                    if 0 <= place[1] + offset < len(members)
+                    if 0 <= at + offset < len(members)
                 ]
                 if near:
                     found[item_id] = near
@@ -202,13 +293,18 @@ class LexicalIndex:
     def sources(self) -> frozenset[str]:
         """Every distinct ``source`` among the indexed items.
 
-        Kept with the postings: every build asks for it, and a scan of a large store's
+        Counted as items are written: every build asks for it, and a scan of a large store's
         documents per query would cost more than the BM25 scoring does.
         """
         with self._lock:
-            if not self._built:
-                self._build()
+            if self._sources is None:
+                self._sources = frozenset(source for source in self._source_counts if source)
             return self._sources
+
+
+def _adjacent(members: list[str], at: int) -> list[str]:
+    """The members just before and after position ``at``."""
+    return [members[i] for i in (at - 1, at + 1) if 0 <= i < len(members)]
 
 
 class LexicalHits:
@@ -221,7 +317,7 @@ class LexicalHits:
     def __init__(
         self,
         total: npt.NDArray[np.float64],
-        ids: npt.NDArray[np.str_],
+        ids: list[str],
         row_of: dict[str, int],
     ) -> None:
         self._total = total
@@ -235,7 +331,10 @@ class LexicalHits:
     def get(self, item_id: str, default: float = 0.0) -> float:
         """The item's score (``default`` for an item the index does not hold)."""
         row = self._row_of.get(item_id)
-        return default if row is None else float(self._total[row])
+        # A write after the query may have moved the item to a row this query never scored.
+        if row is None or row >= len(self._total):
+            return default
+        return float(self._total[row])
 
     def best(self, k: int) -> list[str]:
         """The ``k`` best-scoring matching ids, best first, ties by id."""
@@ -247,9 +346,13 @@ class LexicalHits:
             kth = np.partition(scores, len(scores) - k)[len(scores) - k]
             keep = scores >= kth
             rows, scores = rows[keep], scores[keep]
-        order = np.lexsort((self._ids[rows], -scores))
-        return [str(item_id) for item_id in self._ids[rows[order[:k]]]]
+        ids = self._ids
+        ranked = sorted(
+            zip((-scores).tolist(), rows.tolist(), strict=True),
+            key=lambda pair: (pair[0], ids[pair[1]]),
+        )
+        return [ids[row] for _, row in ranked[:k]]
 
     def as_dict(self) -> dict[str, float]:
         """Every matching id with its score."""
-        return {str(self._ids[row]): float(self._total[row]) for row in self._hit}
+        return {self._ids[row]: float(self._total[row]) for row in self._hit.tolist()}

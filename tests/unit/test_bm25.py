@@ -6,6 +6,8 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_engine import ContextItem, LexicalIndex
 
@@ -216,3 +218,121 @@ class TestHits:
         assert not hits
         assert hits.best(5) == []
         assert index.search("zebra", 5) == []
+
+
+WORDS = ["apple", "banana", "cherry", "durian", "elder", "fig", "grape"]
+
+
+def fresh_scores(items, query):
+    index = LexicalIndex()
+    index.upsert(items.values())
+    return index.scores(query)
+
+
+def assert_same_scores(got, want):
+    assert got.keys() == want.keys()
+    for item_id, score in want.items():
+        assert got[item_id] == pytest.approx(score, rel=1e-9)
+
+
+class TestIncrementalWrites:
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.tuples(
+                    st.just("put"),
+                    st.integers(0, 12),
+                    st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+                    st.sampled_from(["", "s1", "s2"]),
+                    st.integers(0, 20),
+                ),
+                st.tuples(st.just("del"), st.integers(0, 12)),
+                st.tuples(st.just("query"), st.sampled_from(WORDS)),
+            ),
+            max_size=40,
+        )
+    )
+    def test_scores_and_neighbours_equal_an_index_built_from_scratch(self, ops):
+        """Any mix of adds, replacements (moves between sessions too) and deletes, queried in
+        between, leaves the same scores and neighbours as indexing the final items at once."""
+        index = LexicalIndex()
+        current = {}
+        for op in ops:
+            if op[0] == "put":
+                _, n, words, session, minute = op
+                current[f"i{n}"] = item(f"i{n}", " ".join(words), session=session, minute=minute)
+                index.upsert([current[f"i{n}"]])
+            elif op[0] == "del":
+                current.pop(f"i{op[1]}", None)
+                index.remove([f"i{op[1]}"])
+            else:
+                assert_same_scores(index.scores(op[1]), fresh_scores(current, op[1]))
+        rebuilt = LexicalIndex()
+        rebuilt.upsert(current.values())
+        for word in WORDS:
+            assert_same_scores(index.scores(word), rebuilt.scores(word))
+        assert index.neighbourhoods(current, 2) == rebuilt.neighbourhoods(current, 2)
+        assert len(index) == len(current)
+
+    def test_deleting_a_middle_turn_joins_its_neighbours(self):
+        """Once b goes, a and c stop carrying b's terms and start lending each other theirs."""
+        index = LexicalIndex()
+        a, b, c = (
+            item("a", "apple", session="s", minute=1),
+            item("b", "banana", session="s", minute=2),
+            item("c", "cherry", session="s", minute=3),
+        )
+        index.upsert([a, b, c])
+        assert set(index.scores("banana")) == {"a", "b", "c"}
+        assert set(index.scores("cherry")) == {"b", "c"}
+        index.remove(["b"])
+        assert index.scores("banana") == {}
+        assert set(index.scores("cherry")) == {"a", "c"}
+        assert_same_scores(
+            index.scores("apple cherry"), fresh_scores({"a": a, "c": c}, "apple cherry")
+        )
+
+    def test_moving_a_turn_out_of_a_session_joins_its_neighbours(self):
+        index = LexicalIndex()
+        index.upsert(
+            [
+                item("a", "apple", session="s", minute=1),
+                item("b", "banana", session="s", minute=2),
+                item("c", "cherry", session="s", minute=3),
+            ]
+        )
+        index.scores("apple")  # rows built before the move
+        index.upsert([item("b", "banana", session="t", minute=2)])
+        assert set(index.scores("banana")) == {"b"}
+        assert set(index.scores("cherry")) == {"a", "c"}
+
+    def test_hits_taken_before_a_write_stay_readable(self):
+        """A build in one thread may read its hits while another thread stores a memory."""
+        index = LexicalIndex()
+        index.upsert([item("a", "apple", session="s", minute=1), item("b", "banana", minute=2)])
+        hits = index.hits("apple")
+        score = hits.get("a")
+        index.upsert(
+            [item("a", "apple apple", session="s", minute=1), item("c", "apple", minute=3)]
+        )
+        index.scores("apple")  # the write reaches the rows
+        assert score > 0
+        assert hits.best(5) == ["a"]
+        assert hits.get("c") == 0.0
+        assert hits.get("a") in (0.0, score)
+
+    def test_retired_rows_are_compacted(self):
+        """Rewriting the same items many times keeps the index near their number of rows."""
+        index = LexicalIndex()
+        items = {
+            f"i{n}": item(f"i{n}", f"apple {WORDS[n % 7]}", session="s", minute=n)
+            for n in range(50)
+        }
+        index.upsert(items.values())
+        for round_ in range(60):
+            for n in range(0, 50, 2):
+                items[f"i{n}"] = item(f"i{n}", f"{WORDS[round_ % 7]} apple", session="s", minute=n)
+                index.upsert([items[f"i{n}"]])
+            assert_same_scores(index.scores("apple fig"), fresh_scores(items, "apple fig"))
+        assert len(index._ids) <= 2 * 1024 + 100  # retired rows were dropped along the way
