@@ -83,7 +83,19 @@ def timed_insert(backend: object, items: list[ContextItem]) -> float:
     return time.perf_counter() - began
 
 
-def query_latencies(backend: object) -> tuple[float, float]:
+def query_latencies(backend: object) -> tuple[float, float, float]:
+    """First (cold) query, then p50 and p95 after one untimed pass over every filter.
+
+    The warm figures are a running agent's steady state: its tiers ask the same few filters
+    on every step. The first query pays for reading pages into a new connection's cache.
+    """
+    began = time.perf_counter()
+    backend.query({"namespace": "project:0", "kind": "kind-0"}, limit=100, order_by="importance")  # type: ignore[attr-defined]
+    first = (time.perf_counter() - began) * 1e3
+    for namespace in range(NAMESPACES):
+        for kind in range(KINDS):
+            filters = {"namespace": f"project:{namespace}", "kind": f"kind-{kind}"}
+            backend.query(filters, limit=100, order_by="importance")  # type: ignore[attr-defined]
     rng = np.random.default_rng(2)
     latencies = []
     for _ in range(QUERIES):
@@ -96,7 +108,8 @@ def query_latencies(backend: object) -> tuple[float, float]:
         latencies.append(time.perf_counter() - began)
         assert len(found) == 100
     latencies.sort()
-    return statistics.median(latencies) * 1e3, latencies[int(0.95 * len(latencies))] * 1e3
+    p95 = latencies[int(0.95 * len(latencies))]
+    return first, statistics.median(latencies) * 1e3, p95 * 1e3
 
 
 def pg_schema_url() -> tuple[str, sa.Engine, str] | None:
@@ -119,7 +132,7 @@ def main() -> None:
     items = make_items(args.rows)
     rows = [item_row(item) for item in items]
     tags = tag_rows(items)
-    results: list[tuple[str, float, float, float]] = []
+    results: list[tuple[str, float, float, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         floor = raw_sqlite_floor(rows, tags, folder)
@@ -150,13 +163,13 @@ def main() -> None:
             results.append(("in-memory", seconds, *query_latencies(backend)))
 
     print(f"\n{args.rows:,} items; query: namespace + kind, by importance, limit 100\n")
-    print("| store | add_many rows/s | vs raw sqlite3 | query p50 ms | query p95 ms |")
-    print("|---|---:|---:|---:|---:|")
-    print(f"| raw sqlite3.executemany (floor) | {args.rows / floor:,.0f} | 1.00 | - | - |")
-    for name, seconds, p50, p95 in results:
+    print("| store | add_many rows/s | vs raw sqlite3 | first query ms | p50 ms | p95 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    print(f"| raw sqlite3.executemany (floor) | {args.rows / floor:,.0f} | 1.00 | - | - | - |")
+    for name, seconds, first, p50, p95 in results:
         print(
             f"| {name} | {args.rows / seconds:,.0f} | {floor / seconds:.2f} "
-            f"| {p50:.2f} | {p95:.2f} |"
+            f"| {first:.2f} | {p50:.2f} | {p95:.2f} |"
         )
 
 

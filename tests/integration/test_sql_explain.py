@@ -10,12 +10,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 
 from agent_engine.filters import parse_filter, parse_order
 from agent_engine.memory.sql import upgrade_database
 from agent_engine.memory.sql._engine import create_engine
-from agent_engine.memory.sql._filters import order_clauses, where_clause
+from agent_engine.memory.sql._filters import select_items
 from agent_engine.memory.sql._rows import encode_time
 from agent_engine.memory.sql._schema import items
 from agent_engine.testing.databases import postgres_schema
@@ -77,8 +76,7 @@ def _filled(url):
 
 
 def _plan(engine, filters, order_by, limit):
-    query = sa.select(items).where(where_clause(parse_filter(filters)))
-    query = query.order_by(*order_clauses(parse_order(order_by))).limit(limit)
+    query = select_items(parse_filter(filters), parse_order(order_by), limit)
     sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
     with engine.connect() as connection:

@@ -116,6 +116,8 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
             if not in_memory:
                 _with_retry(lambda: cursor.execute("PRAGMA journal_mode=WAL"), "journal_mode")
                 cursor.execute("PRAGMA synchronous=NORMAL")
+                cursor.execute("PRAGMA cache_size=-65536")
+                cursor.execute("PRAGMA mmap_size=268435456")
             cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:

@@ -8,6 +8,7 @@ both directions and ties break by id. Tag tests are ``EXISTS`` subqueries on ``a
 
 from __future__ import annotations
 
+import functools
 import operator
 from datetime import datetime
 from enum import Enum
@@ -19,7 +20,7 @@ from agent_engine.filters import Condition, FieldKind, Filter, Op, Order
 from agent_engine.memory.sql._rows import encode_time
 from agent_engine.memory.sql._schema import item_tags, items
 
-__all__ = ["order_clauses", "where_clause"]
+__all__ = ["order_clauses", "select_items", "where_clause"]
 
 _COMPARISONS = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE: operator.le}
 _NULLABLE_ORDER = frozenset({"token_cost", "last_accessed_at", "expires_at"})
@@ -30,6 +31,28 @@ def where_clause(where: Filter) -> sa.ColumnElement[bool]:
     if not where.conditions:
         return sa.true()
     return sa.and_(*(_condition(condition) for condition in where.conditions))
+
+
+def select_items(where: Filter, order: Order, limit: int | None) -> sa.Select[Any]:
+    """``SELECT`` of whole item rows: matching, ordered, limited.
+
+    Tiers and the assembler repeat the same few filters on every step, and building the
+    statement costs about as much as SQLite takes to run it, so built statements are kept
+    (SQLAlchemy statements are immutable and safe to share between threads).
+    """
+    try:
+        hash(where)
+    except TypeError:  # a value that cannot be a cache key: build it afresh
+        return _select_items(where, order, limit)
+    return _select_items_cached(where, order, limit)
+
+
+def _select_items(where: Filter, order: Order, limit: int | None) -> sa.Select[Any]:
+    query = sa.select(items).where(where_clause(where)).order_by(*order_clauses(order))
+    return query if limit is None else query.limit(limit)
+
+
+_select_items_cached = functools.lru_cache(maxsize=512)(_select_items)
 
 
 def order_clauses(order: Order) -> list[sa.ColumnElement[Any]]:

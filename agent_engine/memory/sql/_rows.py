@@ -103,31 +103,72 @@ def row_item(row: Any) -> ContextItem:
     if vector is not None:
         embedding = np.frombuffer(vector, dtype="<f4").astype(np.float32)
         embedding.flags.writeable = False
-    fields = (
-        ("id", item_id),
-        ("kind", kind),
-        ("text", text),
-        ("tier", _TIERS[tier]),
-        ("namespace", namespace),
-        ("source", source),
-        ("session", session),
-        ("timestamp", _EPOCH + timedelta(microseconds=timestamp)),
-        ("tags", tuple(json.loads(tags)) if tags != "[]" else ()),
-        ("importance", float(importance)),
-        ("token_cost", token_cost),
-        ("payload", json.loads(payload) if payload != "{}" else {}),
-        ("embedding", embedding),
-        ("status", _STATUSES[status]),
-        ("access_count", access_count),
-        ("last_accessed_at", None if last_accessed_at is None else decode_time(last_accessed_at)),
-        ("expires_at", None if expires_at is None else decode_time(expires_at)),
-        (
-            "provenance",
-            None if provenance is None else from_dict(Provenance, json.loads(provenance)),
-        ),
-        ("fingerprint", fingerprint),
+    values = (
+        item_id,
+        kind,
+        text,
+        _TIERS[tier],
+        namespace,
+        source,
+        session,
+        _EPOCH + timedelta(microseconds=timestamp),
+        _tags(tags),
+        float(importance),
+        token_cost,
+        json.loads(payload) if payload != "{}" else {},
+        embedding,
+        _STATUSES[status],
+        access_count,
+        None if last_accessed_at is None else decode_time(last_accessed_at),
+        None if expires_at is None else decode_time(expires_at),
+        None if provenance is None else from_dict(Provenance, json.loads(provenance)),
+        fingerprint,
     )
     item = object.__new__(ContextItem)
-    for name, value in fields:
-        object.__setattr__(item, name, value)
+    for store, value in zip(_SETTERS, values, strict=True):
+        store(item, value)
     return item
+
+
+# The slots' own descriptors, in row order: setting through them skips the frozen class's
+# ``__setattr__`` guard, which a per-field ``object.__setattr__`` would look up each time.
+_SETTERS = tuple(
+    getattr(ContextItem, name).__set__
+    for name in (
+        "id",
+        "kind",
+        "text",
+        "tier",
+        "namespace",
+        "source",
+        "session",
+        "timestamp",
+        "tags",
+        "importance",
+        "token_cost",
+        "payload",
+        "embedding",
+        "status",
+        "access_count",
+        "last_accessed_at",
+        "expires_at",
+        "provenance",
+        "fingerprint",
+    )
+)
+_TAG_TUPLES: dict[str, tuple[str, ...]] = {"[]": ()}
+_TAG_TUPLES_KEPT = 4096
+
+
+def _tags(encoded: str) -> tuple[str, ...]:
+    """Decoded tags, shared between rows.
+
+    A store has few distinct tag sets, and tuples of strings are immutable, so one decoding
+    serves every row that carries the same set.
+    """
+    tags = _TAG_TUPLES.get(encoded)
+    if tags is None:
+        tags = tuple(json.loads(encoded))
+        if len(_TAG_TUPLES) < _TAG_TUPLES_KEPT:
+            _TAG_TUPLES[encoded] = tags
+    return tags

@@ -39,7 +39,7 @@ from agent_engine.memory.sql._engine import (
     default_database_url,
     retrying,
 )
-from agent_engine.memory.sql._filters import order_clauses, where_clause
+from agent_engine.memory.sql._filters import select_items, where_clause
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
 from agent_engine.memory.sql._rows import encode_time, item_row, row_item, tag_rows
 from agent_engine.memory.sql._schema import item_tags, items
@@ -246,9 +246,7 @@ class SQLAlchemyBackend(BaseBackend):
         return self._write(work)
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
-        query = sa.select(items).where(where_clause(where)).order_by(*order_clauses(order))
-        if limit is not None:
-            query = query.limit(limit)
+        query = select_items(where, order, limit)
         rows = self._read_one(lambda connection: connection.execute(query).all())
         return [row_item(row) for row in rows]
 

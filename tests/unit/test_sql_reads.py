@@ -1,0 +1,80 @@
+"""The SQL backend's read path: reused statements, pooled connections' settings, row decoding."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent_engine import ContextItem, SQLAlchemyBackend
+from agent_engine.filters import parse_filter, parse_order
+from agent_engine.memory.sql._filters import select_items
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def backend(tmp_path):
+    with SQLAlchemyBackend(f"sqlite:///{tmp_path / 'memory.db'}") as store:
+        store.add_many(
+            ContextItem(
+                id=f"{namespace}-{n}",
+                kind="note",
+                text=f"note {n}",
+                namespace=namespace,
+                tags=("a", "b") if n % 2 else ("a",),
+                importance=n / 10,
+                timestamp=T0 + timedelta(minutes=n),
+            )
+            for namespace in ("p1", "p2")
+            for n in range(10)
+        )
+        yield store
+
+
+def test_a_repeated_filter_reuses_its_statement():
+    order = parse_order("importance")
+    first = select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 5)
+    again = select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 5)
+    other = select_items(parse_filter({"namespace": "p2", "kind": "note"}), order, 5)
+    assert first is again
+    assert other is not first
+    assert select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 6) is not first
+
+
+def test_reused_statements_answer_each_query_with_its_own_values(backend):
+    for _ in range(2):
+        for namespace in ("p1", "p2"):
+            found = backend.query({"namespace": namespace}, limit=3, order_by="importance")
+            assert [item.id for item in found] == [
+                f"{namespace}-9",
+                f"{namespace}-8",
+                f"{namespace}-7",
+            ]
+        assert [i.id for i in backend.query({"importance": {"$gte": 0.85}}, limit=None)] == [
+            "p1-9",
+            "p2-9",
+        ]
+
+
+def test_decoded_rows_equal_what_was_stored(backend):
+    stored = {item.id: item for item in backend.list_all()}
+    assert stored["p1-3"].tags == ("a", "b")
+    assert stored["p1-4"].tags == ("a",)
+    assert stored["p1-3"].timestamp == T0 + timedelta(minutes=3)
+    assert stored["p1-3"] == ContextItem(
+        id="p1-3",
+        kind="note",
+        text="note 3",
+        namespace="p1",
+        tags=("a", "b"),
+        importance=0.3,
+        timestamp=T0 + timedelta(minutes=3),
+    )
+
+
+def test_file_connections_keep_a_large_page_cache(backend):
+    """Reads of a big store are served from the connection's cache, not re-read per query."""
+    with backend.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA cache_size").scalar_one() == -65536
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
