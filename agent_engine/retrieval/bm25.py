@@ -179,7 +179,6 @@ class LexicalIndex:
                 posting = self._postings[term] = ([], [])
             posting[0].append(row)
             posting[1].append(weight)
-            self._arrays.pop(term, None)
 
     def _session_neighbours(self, item_id: str) -> list[str]:
         doc = self._docs[item_id]
@@ -208,13 +207,7 @@ class LexicalIndex:
         posting = self._postings.get(term)
         if posting is None or norm is None:
             return None
-        arrays = self._arrays.get(term)
-        if arrays is None:
-            arrays = self._arrays[term] = (
-                np.asarray(posting[0], dtype=np.int64),
-                np.asarray(posting[1], dtype=np.float64),
-            )
-        rows, tf = arrays
+        rows, tf = self._posting_arrays(term, posting)
         live = self._alive[rows]
         rows, tf = rows[live], tf[live]
         if not len(rows):
@@ -223,6 +216,25 @@ class LexicalIndex:
         weights = (rows, idf * tf * (self.k1 + 1.0) / (tf + norm[rows]))
         self._weights[term] = weights
         return weights
+
+    def _posting_arrays(
+        self, term: str, posting: tuple[list[int], list[float]]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The posting as arrays, converting only the rows appended since the last call.
+
+        A common term's posting holds thousands of rows; converting the whole list again after
+        every write that touched the term would cost more than scoring it.
+        """
+        arrays = self._arrays.get(term)
+        done = 0 if arrays is None else len(arrays[0])
+        if arrays is not None and done == len(posting[0]):
+            return arrays
+        rows = np.asarray(posting[0][done:], dtype=np.int64)
+        tf = np.asarray(posting[1][done:], dtype=np.float64)
+        if arrays is not None:
+            rows, tf = np.concatenate((arrays[0], rows)), np.concatenate((arrays[1], tf))
+        self._arrays[term] = (rows, tf)
+        return rows, tf
 
     def _norm(self) -> npt.NDArray[np.float64] | None:
         """The length normalization of every row (``None`` for an empty index)."""

@@ -9,7 +9,7 @@ import pytest
 
 from agent_engine import ValidationError
 from agent_engine.bench import locomo
-from agent_engine.bench.cost import BACKENDS
+from agent_engine.bench.cost import BACKENDS, run_cell
 from agent_engine.bench.quality import QualityConfig, run_quality, split_of
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints
@@ -156,3 +156,19 @@ class TestRunnerArguments:
 
     def test_every_default_backend_has_a_factory(self):
         assert set(SuiteOptions().backends) <= set(BACKENDS)
+
+
+class TestCostCell:
+    def test_a_small_cell_reports_builds_against_both_baselines(self):
+        """The cost figures are consistent: every read a build issues includes its searches."""
+        cell = run_cell("memory", 400, queries=5, budget=512)
+        assert cell["size"] == 400
+        assert cell["build_p95_ms"] >= cell["build_p50_ms"] > 0
+        assert cell["raw_reads_p95_ms"] >= cell["raw_search_p95_ms"] > 0
+        assert cell["build_over_reads_p95"] == pytest.approx(
+            cell["build_p95_ms"] / cell["raw_reads_p95_ms"]
+        )
+        assert cell["build_after_write_p50_ms"] > 0
+        assert cell["build_over_raw_p95"] == pytest.approx(
+            cell["build_p95_ms"] / cell["raw_search_p95_ms"]
+        )
