@@ -6,8 +6,10 @@ failures and patterns; texts run from one line to a few paragraphs (log-normal, 
 30 words, long tail to a few hundred); tags follow a Zipf law over a vocabulary of 60 (a few
 tags on many items, most tags on few), 0-3 per item; items come in sessions of 5-50 steps
 over half a year; importance clusters around 0.5 with decisions and failures higher; about 1%
-are pinned. Words are drawn (Zipf again) from a software-engineering vocabulary so BM25 and
-embeddings see realistic term statistics rather than random strings.
+of the first items are pinned, at most ``MAX_PINNED`` per store (pinning is a deliberate act: a
+store with a thousand pinned items would fill any budget with them). Words are drawn (Zipf
+again) from a software-engineering vocabulary so BM25 and embeddings see realistic term
+statistics rather than random strings.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ _WORD_TEXT = (
 )
 _WORDS = tuple(_WORD_TEXT.split())
 _TAGS = [f"tag-{n}" for n in range(60)]
+MAX_PINNED = 10
 
 
 def _zipf_choice(rng: random.Random, population: list[str], exponent: float = 1.1) -> str:
@@ -59,7 +62,7 @@ def generate(
     word_weights = [1.0 / rank for rank in range(1, len(_WORDS) + 1)]
     start = datetime(2024, 1, 1, tzinfo=UTC)
     span = timedelta(days=180).total_seconds()
-    session, left_in_session = 0, 0
+    session, left_in_session, pinned = 0, 0, 0
     for n in range(count):
         if left_in_session == 0:
             session += 1
@@ -71,6 +74,9 @@ def generate(
         words = rng.choices(_WORDS, weights=word_weights, k=length)
         tags = list(dict.fromkeys(_zipf_choice(rng, _TAGS) for _ in range(rng.randint(0, 3))))
         importance = min(1.0, max(0.0, rng.gauss(_IMPORTANCE.get(kind, 0.5), 0.1)))
+        status = Status.CONFIRMED
+        if rng.random() < 0.01 and pinned < MAX_PINNED:  # noqa: PLR2004
+            status, pinned = Status.PINNED, pinned + 1
         yield ContextItem(
             id=f"syn-{n:07d}",
             kind=kind,
@@ -82,6 +88,6 @@ def generate(
             timestamp=session_start + timedelta(minutes=50 - left_in_session),
             tags=tags,
             importance=round(importance, 3),
-            status=Status.PINNED if rng.random() < 0.01 else Status.CONFIRMED,  # noqa: PLR2004
+            status=status,
             access_count=int(rng.expovariate(0.5)),
         )

@@ -13,7 +13,7 @@ from agent_engine.bench.cost import BACKENDS, run_cell
 from agent_engine.bench.quality import QualityConfig, run_quality, split_of
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints
-from agent_engine.bench.synthetic import generate
+from agent_engine.bench.synthetic import MAX_PINNED, generate
 from agent_engine.embeddings import HashingEmbedder
 
 SAMPLE = {
@@ -114,7 +114,8 @@ class TestSynthetic:
         assert first == list(generate(2000, seed=3))
         kinds = Counter(item.kind for item in first)
         assert kinds.most_common(1)[0][0] == "note"
-        assert 0.0 < sum(item.pinned for item in first) / len(first) < 0.05
+        assert 0 < sum(item.pinned for item in first) <= MAX_PINNED
+        assert sum(item.pinned for item in generate(20_000, seed=3)) == MAX_PINNED
         tags = Counter(tag for item in first for tag in item.tags)
         assert tags.most_common(1)[0][1] > 10 * tags.most_common()[-1][1]
         lengths = sorted(len(item.text.split()) for item in first)
