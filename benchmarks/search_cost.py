@@ -218,7 +218,7 @@ def _backends(
         scoped_floor, lambda q: flat.search(q, k=K, filters=scoped), queries
     )
 
-    ef = max(args.ef_search)
+    ef = args.ef_search[0]  # the backend's own default comes first
     hnsw = FaissBackend(
         dim=dim,
         index="hnsw",
@@ -361,9 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--noise", type=float, default=0.025)
     parser.add_argument("--mix", type=float, default=0.0, help="see _vectors")
-    parser.add_argument("--hnsw-m", type=int, default=32)
-    parser.add_argument("--ef-construction", type=int, default=80)
-    parser.add_argument("--ef-search", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--hnsw-m", type=int, default=48)
+    parser.add_argument("--ef-construction", type=int, default=200)
+    parser.add_argument(
+        "--ef-search",
+        type=int,
+        nargs="+",
+        default=[128, 256],
+        help="raw HNSW runs at each; FaissBackend rows use the first",
+    )
     parser.add_argument("--backend-max", type=int, default=100_000)
     parser.add_argument("--add-texts", type=int, default=1000)
     parser.add_argument("--skip-embedding", action="store_true")
