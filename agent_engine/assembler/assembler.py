@@ -63,8 +63,6 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["AssemblerConfig", "ContextAssembler"]
 
-WIDENING_ROUNDS = 2
-MIN_WIDENING_ROOM = 8
 """Tokens left below which widening the candidate pool cannot add anything useful."""
 
 
@@ -425,11 +423,12 @@ class ContextAssembler:
 
         The first pool is bounded for speed; when its candidates are spent with budget to
         spare and a source was cut at its limit, the tier gathers again with four times the
-        limit (twice at most), excluding what it already considered, and offers the newcomers.
+        limit (``limits.widening_rounds`` times at most), excluding what it already considered,
+        and offers the newcomers.
         """
         limits = self.config.limits
-        for _ in range(WIDENING_ROUNDS):
-            if packer.budget - packer.total < MIN_WIDENING_ROOM:
+        for _ in range(limits.widening_rounds):
+            if packer.budget - packer.total < limits.min_widening_room:
                 return
             limits = attrs.evolve(limits, per_source=limits.per_source * 4)
             widened = False

@@ -26,6 +26,7 @@ from agent_engine.assembler.policies import (
     Policy,
 )
 from agent_engine.embeddings import normalize_rows
+from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Status, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.tiers.base import TierStore
@@ -37,12 +38,28 @@ _NAME = re.compile(r"^[^\W\d_][\w'.-]*$")
 
 @attrs.frozen
 class GatherLimits:
-    """How many candidates each source may contribute, and how far neighbours reach."""
+    """How many candidates each source may contribute, and how far neighbours reach.
+
+    ``widening_rounds``: how many times a tier whose pool ran out with budget left gathers
+    again with four times ``per_source`` (each round costs about four times the first
+    gather); ``min_widening_room``: the fewest unused tokens worth widening for. Set
+    ``widening_rounds=0`` when a steady build time matters more than filling the last tokens.
+    """
 
     per_source: int = 100
     neighbour_seeds: int = 30
     radius: int = 2
     pinned: int = 50
+    widening_rounds: int = 2
+    min_widening_room: int = 8
+
+    def __attrs_post_init__(self) -> None:
+        for field in attrs.fields(GatherLimits):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(
+                    f"{field.name} must be a non-negative integer", field=field.name, value=value
+                )
 
 
 def named_sources(query: str, sources: Iterable[str]) -> frozenset[str]:

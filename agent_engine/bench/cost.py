@@ -8,7 +8,9 @@ follow one stored memory as ``build_after_write_p50_ms``) and the query
 embedding is timed apart from assembly. Beside each build the raw backend searches it issues
 (vector search and BM25 scoring for the same query) are timed in the same process, so the
 assembler's own cost reads as a ratio; so are all its project reads (those searches, fetching
-the BM25-only candidates, the pinned query), a second baseline.
+the BM25-only candidates, the pinned query), a second baseline. Each query is also built with
+``GatherLimits(widening_rounds=0)``: the default widens a spent pool while budget is left,
+which costs a few builds several times the rest, and this shows what it costs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import attrs
 
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.bench.synthetic import _WORDS, generate
 from agent_engine.embeddings import Embedder, HashingEmbedder
 from agent_engine.memory.backend import MemoryBackend
@@ -90,10 +93,18 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
     embedder = HashingEmbedder(dim=384)
     with tempfile.TemporaryDirectory() as work:
         backend = BACKENDS[backend_name](Path(work), embedder)
+        task_backend = InMemoryBackend(embedder=embedder)
         assembler = ContextAssembler(
             backend,
-            task_backend=InMemoryBackend(embedder=embedder),
+            task_backend=task_backend,
             config=AssemblerConfig(track_access=False),
+            max_project_items=None,
+        )
+        # The same memory, without the wider second gathers (GatherLimits.widening_rounds).
+        steady = ContextAssembler(
+            backend,
+            task_backend=task_backend,
+            config=AssemblerConfig(track_access=False, limits=GatherLimits(widening_rounds=0)),
             max_project_items=None,
         )
         items = list(generate(size, namespace=f"project:{PROJECT}"))
@@ -114,7 +125,7 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
         first_build = time.perf_counter() - started
         for text in texts[1:3]:
             assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))
-        builds, raws, reads, embeds = [], [], [], []
+        builds, raws, reads, embeds, unwidened = [], [], [], [], []
         for text in texts[3:]:
             started = time.perf_counter()
             vector = embedder.embed([text])[0]
@@ -131,6 +142,9 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
             started = time.perf_counter()
             assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))
             builds.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            steady.build_context(task, ContextRequest(budget_tokens=budget, query=text))
+            unwidened.append(time.perf_counter() - started)
         # An agent stores a memory between steps: the next build must not pay to re-index.
         after_write = []
         for n, fresh in enumerate(generate(WRITES, namespace=f"project:{PROJECT}", seed=7)):
@@ -155,6 +169,9 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
         "query_embed_p50_ms": statistics.median(embeds) * ms,
         "build_over_raw_p95": _percentile(builds, 0.95) / max(_percentile(raws, 0.95), 1e-9),
         "raw_reads_p95_ms": _percentile(reads, 0.95) * ms,
+        "unwidened_build_p50_ms": statistics.median(unwidened) * ms,
+        "unwidened_build_p95_ms": _percentile(unwidened, 0.95) * ms,
+        "unwidened_over_raw_p95": _percentile(unwidened, 0.95) / max(_percentile(raws, 0.95), 1e-9),
         "build_over_reads_p95": _percentile(builds, 0.95) / max(_percentile(reads, 0.95), 1e-9),
     }
 

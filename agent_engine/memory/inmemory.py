@@ -282,7 +282,6 @@ class _VectorIndex:
         if self._size == 0:
             return [], []
         scores: npt.NDArray[np.float32] = self._matrix[: self._size] @ query
-        ids = self._id_array()
         if namespace is None:
             remaining = np.ones(self._size, dtype=bool)
         elif namespace in self._codes:
@@ -297,13 +296,13 @@ class _VectorIndex:
                 rows = rows[np.argpartition(-scores[rows], window - 1)[:window]]
             floor = scores[rows].min()
             above = rows[scores[rows] > floor]
-            above = above[np.lexsort((ids[above], -scores[above]))]
+            above = above[np.lexsort((self._ids_of(above), -scores[above]))]
             self._take(above, scores, k, accept, chosen)
             remaining[above] = False
             if len(chosen) >= k:
                 break
             tied = np.flatnonzero(remaining & (scores == floor))
-            tied = tied[np.argsort(ids[tied], kind="stable")]
+            tied = tied[np.argsort(self._ids_of(tied), kind="stable")]
             self._take(tied, scores, k, accept, chosen)
             remaining[tied] = False
             window *= 4
@@ -324,6 +323,17 @@ class _VectorIndex:
             item_id = self._ids[row]
             if accept(item_id):
                 chosen.append((float(scores[row]), item_id))
+
+    def _ids_of(self, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.str_]:
+        """The ids of ``rows`` as an array, for tie-breaking by id.
+
+        An agent writes between builds, and re-making the array of every id after each write
+        costs tens of milliseconds in a large store; a band of a few hundred rows is converted
+        on its own instead, and the whole array only when a band covers much of the store.
+        """
+        if self._ids_cache is None and len(rows) * 4 < self._size:
+            return np.array([self._ids[row] for row in rows.tolist()], dtype=np.str_)
+        return self._id_array()[rows]
 
     def _id_array(self) -> npt.NDArray[np.str_]:
         """The ids as a numpy array aligned with rows (rebuilt only after a change)."""

@@ -170,6 +170,7 @@ class TestCostCell:
             cell["build_p95_ms"] / cell["raw_reads_p95_ms"]
         )
         assert cell["build_after_write_p50_ms"] > 0
+        assert cell["unwidened_build_p95_ms"] >= cell["unwidened_build_p50_ms"] > 0
         assert cell["build_over_raw_p95"] == pytest.approx(
             cell["build_p95_ms"] / cell["raw_search_p95_ms"]
         )
