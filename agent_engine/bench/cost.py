@@ -130,6 +130,9 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
             started = time.perf_counter()
             vector = embedder.embed([text])[0]
             embeds.append(time.perf_counter() - started)
+            # BM25 keeps each term's weights until the next write: warm them for this query
+            # first, so the raw reads and the builds after them all find them computed.
+            project.backend.lexical_index(project.scope).hits(text)
             started = time.perf_counter()
             dense = project.search(vector, k=100)
             lexical = project.backend.lexical_index(project.scope).hits(text).best(100)
