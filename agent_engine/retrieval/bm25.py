@@ -182,11 +182,12 @@ class LexicalIndex:
 
     def _session_neighbours(self, item_id: str) -> list[str]:
         doc = self._docs[item_id]
-        if not doc.session:
-            return []
+        return _adjacent(*self._place(doc)) if doc.session else []
+
+    def _place(self, doc: _Doc) -> tuple[list[str], int]:
+        """The members of the document's session and its position among them."""
         members = self._sessions[doc.session]
-        at = bisect.bisect_left(self._session_keys[doc.session], doc.order)
-        return [members[i] for i in (at - 1, at + 1) if 0 <= i < len(members)]
+        return members, bisect.bisect_left(self._session_keys[doc.session], doc.order)
 
     def _term_counts(self, item_id: str, neighbours: list[str]) -> dict[str, float]:
         """An item's own term counts plus its neighbours' at ``neighbour_weight``."""
@@ -291,8 +292,7 @@ class LexicalIndex:
                 doc = self._docs.get(item_id)
                 if doc is None or not doc.session:
                     continue
-                members = self._sessions[doc.session]
-                at = bisect.bisect_left(self._session_keys[doc.session], doc.order)
+                members, at = self._place(doc)
                 near = [
                     (members[at + offset], offset)
                     for offset in offsets
