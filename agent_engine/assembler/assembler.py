@@ -425,6 +425,10 @@ class ContextAssembler:
         spare and a source was cut at its limit, the tier gathers again with four times the
         limit (``limits.widening_rounds`` times at most), excluding what it already considered,
         and offers the newcomers.
+
+        Room smaller than the pool's typical candidate does not count as spare: the pool's
+        small items already had their turn at it, and a wider pool could only fill it with one
+        of its lowest-ranked items, at several times the cost of the whole build.
         """
         limits = self.config.limits
         for _ in range(limits.widening_rounds):
@@ -435,6 +439,8 @@ class ContextAssembler:
             for tier in self.config.spill_order:
                 plan = plans.get(tier)
                 if plan is None or not plan.saturated:
+                    continue
+                if packer.budget - packer.total < packer.typical_cost(plan.ranked):
                     continue
                 extra = self._plan(
                     plan.store, query, policy, now, omitted, limits=limits, exclude=plan.considered

@@ -134,6 +134,13 @@ class Packer:
             line = self._line_costs[item.id] = self._line(item, item.body)
         return line
 
+    def typical_cost(self, entries: list[Entry]) -> int:
+        """The median line cost of ``entries`` (0 for none): what a typical one needs."""
+        if not entries:
+            return 0
+        costs = sorted(self._line_cost(entry.item) for entry in entries)
+        return costs[(len(costs) - 1) // 2]
+
     def cost(self, entry: Entry) -> int:
         """What adding the entry costs now, headers it would open included."""
         return self._line_cost(entry.item) + self._headers(entry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import attrs
 import pytest
 
 from agent_engine import (
@@ -13,6 +14,7 @@ from agent_engine import (
     GatherLimits,
     Task,
     Tier,
+    TierShares,
     ValidationError,
 )
 
@@ -60,3 +62,47 @@ def test_widening_waits_for_enough_room(backend):
 def test_limits_must_be_non_negative_integers(field, value):
     with pytest.raises(ValidationError, match=field):
         GatherLimits(**{field: value})
+
+
+def test_room_smaller_than_a_typical_candidate_is_not_widened_for(backend):
+    """A wider pool would fill such room with its lowest-ranked items at several times the cost."""
+    assembler = ContextAssembler(
+        backend,
+        clock=lambda: NOW,
+        config=AssemblerConfig(head=0, tail=0, track_access=False),
+    )
+    project = assembler.project_store("p")
+    for n in range(12):
+        project.add_convention(
+            f"Deploy rule {n}: tag the release before the deploy, write the changelog entry, "
+            "wait for the canary to stay green for an hour and only then roll out to everyone",
+            "ops",
+        )
+    for n in range(12):
+        project.add_convention(f"Lunch is at noon on day {n}", "office")
+
+    def build(budget, **limits):
+        assembler.config = attrs.evolve(
+            assembler.config, limits=GatherLimits(**{"per_source": 5, **limits})
+        )
+        package = assembler.build_context(
+            TASK,
+            ContextRequest(
+                budget_tokens=budget,
+                query="deploy release rule",
+                shares=TierShares(task=0, project=1, global_=0),
+            ),
+        )
+        return package.selections
+
+    first_pool = build(4000, widening_rounds=0)
+    assert first_pool
+    assert all("Deploy rule" in s.item.text for s in first_pool)
+    long_line = min(s.tokens for s in first_pool)
+    short_line = max(s.tokens for s in build(4000, per_source=100) if "Lunch" in s.item.text)
+    assert short_line < long_line // 2
+    budget = sum(s.tokens for s in first_pool) + long_line // 2
+
+    whole_store = build(budget, per_source=100)
+    assert any("Lunch" in s.item.text for s in whole_store)  # room a short item could fill
+    assert [s.item.id for s in build(budget)] == [s.item.id for s in first_pool]
