@@ -467,17 +467,7 @@ class ContextAssembler:
                 return
             ranked = [s for s in packer.selections if s.reason not in PROTECTED]
             victim = min(ranked or packer.selections, key=lambda s: (s.score, s.item.id))
-            packer.selections.remove(victim)
-            packer.used[victim.tier] -= victim.tokens
-            packer.omissions.append(
-                Omission(
-                    victim.item.id,
-                    victim.tier,
-                    OmissionReason.LOWER_SCORE,
-                    victim.tokens,
-                    victim.score,
-                )
-            )
+            packer.drop(victim, OmissionReason.LOWER_SCORE)
 
     def _body_cost(self, item: ContextItem, body: str) -> int:
         """Tokens of a body as shown: the item's cached cost when it applies, else counted once."""

@@ -28,7 +28,6 @@ from agent_engine.assembler.policies import (
 from agent_engine.embeddings import normalize_rows
 from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Status, Vector
-from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.tiers.base import TierStore
 
 __all__ = ["GatherLimits", "gather"]
@@ -101,6 +100,8 @@ def gather(
         wanted = wanted | {RECENT, IMPORTANT}
     needs_index = bool(wanted & {LEXICAL, NEIGHBOURS}) or policy.strip_sources
     index = store.backend.lexical_index(store.scope) if needs_index else None
+    if index is not None and not len(index):  # it indexes every item of the tier: none yet
+        return Candidates(tier=store.tier, query=query, items={}, now=now), [], False
     names = named_sources(query, index.sources()) if index is not None and query else frozenset()
     lexical = index.hits(query) if LEXICAL in wanted and query and index is not None else None
     lexical_best = lexical.best(limits.per_source) if lexical is not None else []
@@ -145,8 +146,10 @@ def gather(
         query=query,
         items=items,
         dense=_cosines(items, query_vector),
-        lexical={item_id: lexical.get(item_id) for item_id in items} if lexical else {},
-        neighbours=_neighbour_map(items, index, limits.radius) if NEIGHBOURS in wanted else {},
+        lexical=lexical.of(items) if lexical else {},
+        neighbours=(
+            index.links(items, limits.radius) if NEIGHBOURS in wanted and index is not None else {}
+        ),
         named_sources=names,
         now=now,
     )
@@ -158,20 +161,6 @@ def _cosines(items: dict[str, ContextItem], query: Vector | None) -> dict[str, f
     vectors = [(item.id, item.embedding) for item in items.values() if item.embedding is not None]
     if query is None or not vectors:
         return {}
-    matrix = normalize_rows(np.vstack([vector for _, vector in vectors]))
-    scores = matrix @ query
-    return {item_id: float(score) for (item_id, _), score in zip(vectors, scores, strict=True)}
-
-
-def _neighbour_map(
-    items: dict[str, ContextItem], index: LexicalIndex | None, radius: int
-) -> dict[str, list[tuple[str, int]]]:
-    """Each pool item's session neighbours that are in the pool too."""
-    if index is None:
-        return {}
-    result = {}
-    for item_id, around in index.neighbourhoods(items, radius).items():
-        near = [(other, offset) for other, offset in around if other in items]
-        if near:
-            result[item_id] = near
-    return result
+    matrix = normalize_rows(np.array([vector for _, vector in vectors]))
+    scores = (matrix @ query).tolist()
+    return dict(zip((item_id for item_id, _ in vectors), scores, strict=True))

@@ -73,6 +73,7 @@ class Packer:
         self.counter = counter
         self._body_cost = body_cost
         self.used: dict[Tier, int] = dict.fromkeys(Tier, 0)
+        self._total = 0
         self.selections: list[Selection] = []
         self._sections: set[Tier] = set()
         self._groups: dict[tuple[Tier, str], int] = {}
@@ -86,13 +87,15 @@ class Packer:
         # in every package of one layout, so the caller may share that cache across builds.
         self._line_costs: dict[str, int] = {}
         self._group_costs = group_costs if group_costs is not None else CostCache(1024)
+        # The shared cache takes a lock per read; a pool's items share few sessions.
+        self._group_memo: dict[tuple[str, date], int] = {}
         self.skipped: dict[str, Entry] = {}
         self.omissions: list[Omission] = []
 
     @property
     def total(self) -> int:
         """Tokens used so far."""
-        return sum(self.used.values())
+        return self._total
 
     def holds(self, item_id: str) -> bool:
         """Whether the item is already in the package."""
@@ -114,10 +117,13 @@ class Packer:
         session = entry.item.session
         if session and (entry.tier, session) not in self._groups:
             key = (session, entry.item.timestamp.date())
-            group_cost = self._group_costs.get(key)
+            group_cost = self._group_memo.get(key)
             if group_cost is None:
-                group = self.layout.group(session, entry.item.timestamp)
-                group_cost = self._group_costs[key] = sum(self._count(part) for part in group)
+                group_cost = self._group_costs.get(key)
+                if group_cost is None:
+                    group = self.layout.group(session, entry.item.timestamp)
+                    group_cost = self._group_costs[key] = sum(self._count(p) for p in group)
+                self._group_memo[key] = group_cost
             cost += group_cost
         return cost
 
@@ -164,7 +170,7 @@ class Packer:
             )
             self._settled.add(entry.item.id)
             return False
-        available = min(available, self.budget - self.total)
+        available = min(available, self.budget - self._total)
         line = self._line_cost(entry.item)
         if line > available and not may_truncate:
             # Headers only add to the line, so it cannot fit. Most offers of a large pool end
@@ -191,12 +197,22 @@ class Packer:
             key = (entry.tier, entry.item.session)
             self._groups[key] = self._groups.get(key, 0) + 1
         self.used[entry.tier] += cost
+        self._total += cost
         self._fingerprints.add(entry.item.fingerprint)
         self._chosen.add(entry.item.id)
         self._settled.add(entry.item.id)
         self.skipped.pop(entry.item.id, None)
         self.selections.append(
             Selection(entry.item, entry.tier, entry.score, entry.reason, cost, body, truncated)
+        )
+
+    def drop(self, selection: Selection, reason: OmissionReason) -> None:
+        """Take a chosen item back out (the render check's last resort), recording why."""
+        self.selections.remove(selection)
+        self.used[selection.tier] -= selection.tokens
+        self._total -= selection.tokens
+        self.omissions.append(
+            Omission(selection.item.id, selection.tier, reason, selection.tokens, selection.score)
         )
 
     def _truncate(self, entry: Entry, room: int) -> str | None:
@@ -218,9 +234,26 @@ class Packer:
     def offer_all(
         self, entries: Iterable[Entry], available: Callable[[], int], *, may_truncate: bool
     ) -> None:
-        """Offer entries in order, each against the room ``available()`` reports at its turn."""
+        """Offer entries in order, each against the room ``available()`` reports at its turn.
+
+        The room only changes when an entry is taken, so it is asked for again only then; and
+        an entry seen before whose line alone exceeds the room is passed over without a call,
+        which is the fate of most of a large pool once the budget is spent.
+        """
+        room = available()
         for entry in entries:
-            self.offer(entry, available(), may_truncate=may_truncate)
+            if not may_truncate:
+                item = entry.item
+                line = self._line_costs.get(item.id)
+                if (
+                    line is not None
+                    and line > room
+                    and item.id in self.skipped
+                    and item.fingerprint not in self._fingerprints
+                ):
+                    continue
+            if self.offer(entry, room, may_truncate=may_truncate):
+                room = available()
 
     def settle(self, reach: dict[Tier, int]) -> list[Omission]:
         """Omissions for every offered entry left out, by why (``reach``: a tier's best room).

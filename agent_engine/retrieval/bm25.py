@@ -302,6 +302,35 @@ class LexicalIndex:
                     found[item_id] = near
         return found
 
+    def links(self, item_ids: Iterable[str], radius: int) -> dict[str, list[tuple[str, int]]]:
+        """Each of ``item_ids``' session neighbours within ``radius`` that is one of them too.
+
+        What :meth:`neighbourhoods` filtered to the given items would say, without listing
+        every neighbour first: most of a candidate pool shares its session with no other
+        candidate, and such items cost one lookup here.
+        """
+        by_session: dict[str, list[tuple[int, str]]] = {}
+        with self._lock:
+            for item_id in dict.fromkeys(item_ids):
+                doc = self._docs.get(item_id)
+                if doc is not None and doc.session:
+                    at = bisect.bisect_left(self._session_keys[doc.session], doc.order)
+                    by_session.setdefault(doc.session, []).append((at, item_id))
+        found: dict[str, list[tuple[str, int]]] = {}
+        for members in by_session.values():
+            if len(members) < 2:  # noqa: PLR2004 - a pair is the least that links
+                continue
+            members.sort()
+            for n, (at, item_id) in enumerate(members):
+                near = [
+                    (other, place - at)
+                    for place, other in members[max(n - radius, 0) : n + radius + 1]
+                    if place != at and abs(place - at) <= radius
+                ]
+                if near:
+                    found[item_id] = near
+        return found
+
     def sources(self) -> frozenset[str]:
         """Every distinct ``source`` among the indexed items.
 
@@ -347,6 +376,16 @@ class LexicalHits:
         if row is None or row >= len(self._total):
             return default
         return float(self._total[row])
+
+    def of(self, item_ids: Iterable[str]) -> dict[str, float]:
+        """:meth:`get` of many items in one array read (a build asks for its whole pool)."""
+        ids = list(item_ids)
+        size = len(self._total)
+        rows = np.fromiter((self._row_of.get(i, size) for i in ids), dtype=np.int64, count=len(ids))
+        held = rows < size
+        scores = np.zeros(len(ids), dtype=np.float64)
+        scores[held] = self._total[rows[held]]
+        return dict(zip(ids, scores.tolist(), strict=True))
 
     def best(self, k: int) -> list[str]:
         """The ``k`` best-scoring matching ids, best first, ties by id."""

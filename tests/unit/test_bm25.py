@@ -173,6 +173,32 @@ class TestNeighbours:
         found = index.neighbourhoods(["a0", "solo", "b1", "missing", "a0"], 1)
         assert found == {"a0": [("a1", 1)], "b1": [("b0", -1), ("b2", 1)]}
 
+    @given(
+        st.lists(
+            st.tuples(st.sampled_from(["", "s1", "s2", "s3"]), st.integers(0, 30)),
+            min_size=1,
+            max_size=25,
+        ),
+        st.data(),
+        st.integers(0, 4),
+    )
+    @settings(max_examples=150, deadline=None)
+    def test_links_are_the_neighbourhoods_inside_the_pool(self, placed, data, radius):
+        """``links`` (a pool's neighbour pairs) is ``neighbourhoods`` cut down to the pool."""
+        index = LexicalIndex()
+        index.upsert(
+            item(f"i{n}", "word", session=session, minute=minute)
+            for n, (session, minute) in enumerate(placed)
+        )
+        ids = [f"i{n}" for n in range(len(placed))]
+        pool = data.draw(st.lists(st.sampled_from([*ids, "missing"]), unique=True))
+        expected = {}
+        for item_id, near in index.neighbourhoods(pool, radius).items():
+            inside = [(other, offset) for other, offset in near if other in pool]
+            if inside:
+                expected[item_id] = inside
+        assert index.links(pool, radius) == expected
+
     def test_terms_are_lent_only_by_adjacent_turns(self):
         """A term reaches the turns just before and after it, not those two places away."""
         index = LexicalIndex()
@@ -212,6 +238,15 @@ class TestHits:
         assert hits.get("other") == 0.0
         assert hits.get("unknown id", -1.0) == -1.0
         assert hits.get("i00") == pytest.approx(index.scores("deploy")["i00"])
+
+    def test_scores_of_many_equal_one_by_one(self, index):
+        """``of`` reads a pool's scores at once: the same values ``get`` gives, 0 if unknown."""
+        hits = index.hits("deploy retry")
+        ids = ["i03", "other", "unknown id", "i00", "i05"]
+        assert hits.of(ids) == {i: hits.get(i) for i in ids}
+        index.upsert([item("i03", "deploy deploy retry")])
+        index.hits("zebra")  # re-indexed: i03 now lives on a row this query never scored
+        assert hits.of(["i03"]) == {"i03": 0.0} == {"i03": hits.get("i03")}
 
     def test_no_shared_term_is_empty(self, index):
         hits = index.hits("zebra")
