@@ -19,6 +19,7 @@ left out. Nothing is ever added past the budget.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable
 from datetime import date
 
@@ -144,8 +145,7 @@ class Packer:
         """The median line cost of ``entries`` (0 for none): what a typical one needs."""
         if not entries:
             return 0
-        costs = sorted(self._line_cost(entry.item) for entry in entries)
-        return costs[(len(costs) - 1) // 2]
+        return statistics.median_low(self._line_cost(entry.item) for entry in entries)
 
     def cost(self, entry: Entry) -> int:
         """What adding the entry costs now, headers it would open included."""

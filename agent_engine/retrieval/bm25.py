@@ -314,8 +314,7 @@ class LexicalIndex:
             for item_id in dict.fromkeys(item_ids):
                 doc = self._docs.get(item_id)
                 if doc is not None and doc.session:
-                    at = bisect.bisect_left(self._session_keys[doc.session], doc.order)
-                    by_session.setdefault(doc.session, []).append((at, item_id))
+                    by_session.setdefault(doc.session, []).append((self._place(doc)[1], item_id))
         found: dict[str, list[tuple[str, int]]] = {}
         for members in by_session.values():
             if len(members) < 2:  # noqa: PLR2004 - a pair is the least that links
