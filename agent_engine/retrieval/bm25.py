@@ -71,6 +71,12 @@ class LexicalIndex:
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         self._weights: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         self._dirty: dict[str, None] = {}
+        # Each row's session (a code, -1 for none) and place in it, for array-wide pairing;
+        # sessions whose places may have shifted since the last refresh.
+        self._session_codes: dict[str, int] = {}
+        self._session_of_row = np.zeros(0, dtype=np.int64)
+        self._place_of_row = np.zeros(0, dtype=np.int64)
+        self._shifted: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -95,6 +101,7 @@ class LexicalIndex:
                 self._source_counts[doc.source] += 1
                 self._dirty[item.id] = None
                 if doc.session:
+                    self._shifted.add(doc.session)
                     keys = self._session_keys.setdefault(doc.session, [])
                     members = self._sessions.setdefault(doc.session, [])
                     at = bisect.bisect_left(keys, doc.order)
@@ -120,6 +127,7 @@ class LexicalIndex:
         if not self._source_counts[doc.source]:
             del self._source_counts[doc.source]
         if doc.session:
+            self._shifted.add(doc.session)
             keys = self._session_keys[doc.session]
             members = self._sessions[doc.session]
             at = bisect.bisect_left(keys, doc.order)
@@ -134,11 +142,13 @@ class LexicalIndex:
         if not self._dirty:
             return
         dirty, self._dirty = self._dirty, {}
+        shifted, self._shifted = self._shifted, set()
         live = len(self._row_of)
         retired = len(self._ids) - live
         if retired + len(dirty) > max(1024, live):
             self._reset_rows()  # compaction: every document gets one fresh row
             dirty = dict.fromkeys(self._docs)
+            shifted = set(self._sessions)
         for item_id in dirty:
             row = self._row_of.pop(item_id, None)
             if row is not None:
@@ -147,12 +157,20 @@ class LexicalIndex:
         for item_id in dirty:
             if item_id in self._docs:
                 self._append(item_id)
+        for session in shifted:
+            code = self._session_codes.setdefault(session, len(self._session_codes))
+            for place, member in enumerate(self._sessions.get(session, ())):
+                row = self._row_of[member]
+                self._session_of_row[row] = code
+                self._place_of_row[row] = place
         self._weights.clear()
 
     def _reset_rows(self) -> None:
         self._ids, self._row_of = [], {}
         self._alive = np.zeros(0, dtype=bool)
         self._lengths = np.zeros(0, dtype=np.float64)
+        self._session_of_row = np.zeros(0, dtype=np.int64)
+        self._place_of_row = np.zeros(0, dtype=np.int64)
         self._postings, self._arrays = {}, {}
 
     def _reserve(self, rows: int) -> None:
@@ -160,11 +178,17 @@ class LexicalIndex:
         if rows <= len(self._alive):
             return
         size = max(rows, 2 * len(self._alive), 64)
+        used = len(self._alive)
         alive = np.zeros(size, dtype=bool)
         lengths = np.zeros(size, dtype=np.float64)
-        alive[: len(self._alive)] = self._alive
-        lengths[: len(self._lengths)] = self._lengths
+        sessions = np.full(size, -1, dtype=np.int64)
+        places = np.zeros(size, dtype=np.int64)
+        alive[:used] = self._alive
+        lengths[:used] = self._lengths
+        sessions[:used] = self._session_of_row[:used]
+        places[:used] = self._place_of_row[:used]
         self._alive, self._lengths = alive, lengths
+        self._session_of_row, self._place_of_row = sessions, places
 
     def _append(self, item_id: str) -> None:
         row = len(self._ids)
@@ -173,6 +197,7 @@ class LexicalIndex:
         self._row_of[item_id] = row
         self._alive[row] = True
         self._lengths[row] = sum(counts.values())
+        self._session_of_row[row] = -1  # its session, if any, is placed once rows are in
         for term, weight in counts.items():
             posting = self._postings.get(term)
             if posting is None:
@@ -305,29 +330,44 @@ class LexicalIndex:
     def links(self, item_ids: Iterable[str], radius: int) -> dict[str, list[tuple[str, int]]]:
         """Each of ``item_ids``' session neighbours within ``radius`` that is one of them too.
 
-        What :meth:`neighbourhoods` filtered to the given items would say, without listing
-        every neighbour first: most of a candidate pool shares its session with no other
-        candidate, and such items cost one lookup here.
+        What :meth:`neighbourhoods` filtered to the given items would say, found with array
+        operations over the rows' sessions and places: a build asks this for a pool of several
+        hundred candidates, where a lookup per candidate would cost more than its searches.
         """
-        by_session: dict[str, list[tuple[int, str]]] = {}
+        ids = list(dict.fromkeys(item_ids))
         with self._lock:
-            for item_id in dict.fromkeys(item_ids):
-                doc = self._docs.get(item_id)
-                if doc is not None and doc.session:
-                    by_session.setdefault(doc.session, []).append((self._place(doc)[1], item_id))
+            self._refresh()
+            row_of = self._row_of
+            rows = np.fromiter((row_of.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+            known = np.flatnonzero(rows >= 0)
+            sessions = self._session_of_row[rows[known]]
+            places = self._place_of_row[rows[known]]
+        placed = sessions >= 0
+        known, sessions, places = known[placed], sessions[placed], places[placed]
+        order = np.lexsort((places, sessions))
+        members, sessions, places = known[order], sessions[order], places[order]
+        # Places within a session are distinct, so a pair within ``radius`` places is at most
+        # ``radius`` steps apart in this order.
+        sources, targets, offsets = [], [], []
+        for step in range(1, min(radius, len(members) - 1) + 1):
+            gap = places[step:] - places[:-step]
+            near = (sessions[step:] == sessions[:-step]) & (gap <= radius)
+            before, after, gap = members[:-step][near], members[step:][near], gap[near]
+            sources += [before, after]
+            targets += [after, before]
+            offsets += [gap, -gap]
+        if not sources:
+            return {}
+        source, target, offset = (np.concatenate(parts) for parts in (sources, targets, offsets))
+        order = np.lexsort((offset, source))
         found: dict[str, list[tuple[str, int]]] = {}
-        for members in by_session.values():
-            if len(members) < 2:  # noqa: PLR2004 - a pair is the least that links
-                continue
-            members.sort()
-            for n, (at, item_id) in enumerate(members):
-                near = [
-                    (other, place - at)
-                    for place, other in members[max(n - radius, 0) : n + radius + 1]
-                    if place != at and abs(place - at) <= radius
-                ]
-                if near:
-                    found[item_id] = near
+        for at, other, step in zip(
+            source[order].tolist(), target[order].tolist(), offset[order].tolist(), strict=True
+        ):
+            near_list = found.get(ids[at])
+            if near_list is None:
+                near_list = found[ids[at]] = []
+            near_list.append((ids[other], step))
         return found
 
     def sources(self) -> frozenset[str]:

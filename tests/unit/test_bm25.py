@@ -199,6 +199,75 @@ class TestNeighbours:
                 expected[item_id] = inside
         assert index.links(pool, radius) == expected
 
+    @given(
+        st.lists(
+            st.tuples(
+                st.integers(0, 11),
+                st.one_of(
+                    st.none(), st.tuples(st.sampled_from(["", "s1", "s2"]), st.integers(0, 9))
+                ),
+            ),
+            min_size=1,
+            max_size=40,
+        ),
+        st.integers(1, 3),
+        st.integers(1, 6),
+    )
+    @settings(max_examples=150, deadline=None)
+    def test_links_follow_every_write(self, writes, radius, every):
+        """After moves, removals and re-inserts, ``links`` still pairs by current places.
+
+        A write before an item shifts the places of those after it without touching their
+        rows; the reference here is recomputed from the final items alone.
+        """
+        index = LexicalIndex()
+        final: dict[str, ContextItem] = {}
+        for n, (key, placement) in enumerate(writes):
+            item_id = f"i{key}"
+            if placement is None:
+                index.remove([item_id])
+                final.pop(item_id, None)
+            else:
+                session, minute = placement
+                final[item_id] = item(item_id, "word", session=session, minute=minute)
+                index.upsert([final[item_id]])
+            if n % every == 0:  # queries between writes refresh the rows part-way
+                index.links([f"i{k}" for k in range(12)], radius)
+        sessions: dict[str, list[ContextItem]] = {}
+        for kept in final.values():
+            if kept.session:
+                sessions.setdefault(kept.session, []).append(kept)
+        expected: dict[str, list[tuple[str, int]]] = {}
+        for members in sessions.values():
+            members.sort(key=lambda m: (m.timestamp, m.id))
+            for at, member in enumerate(members):
+                near = [
+                    (other.id, place - at)
+                    for place, other in enumerate(members)
+                    if place != at and abs(place - at) <= radius
+                ]
+                if near:
+                    expected[member.id] = near
+        assert index.links([f"i{k}" for k in range(12)], radius) == expected
+
+    def test_links_survive_compaction(self):
+        """A compaction rebuilds every row, places too, even of sessions no write touched."""
+        index = LexicalIndex()
+        index.upsert(item(f"i{n}", "word", session=f"s{n % 7}", minute=n) for n in range(200))
+        pool = [f"i{n}" for n in range(0, 200, 2)]
+        before = index.links(pool, 2)
+        # Writing more session-less items than are live rebuilds every row: a compaction.
+        index.upsert(item(f"solo{n}", "other") for n in range(1500))
+        index.links(["i0"], 1)
+        assert len(index._ids) == 1700  # compacted: one row per item
+        expected = {}
+        for item_id, near in index.neighbourhoods(pool, 2).items():
+            inside = [(other, offset) for other, offset in near if other in pool]
+            if inside:
+                expected[item_id] = inside
+        assert expected
+        assert index.links(pool, 2) == expected == before
+
     def test_terms_are_lent_only_by_adjacent_turns(self):
         """A term reaches the turns just before and after it, not those two places away."""
         index = LexicalIndex()
