@@ -30,7 +30,7 @@ import attrs
 from agent_engine._log import get_logger
 from agent_engine.assembler._costcache import CostCache
 from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER, allocate
-from agent_engine.assembler.candidates import GatherLimits, gather
+from agent_engine.assembler.candidates import GatherLimits, QueryVectors, gather
 from agent_engine.assembler.package import (
     ContextPackage,
     Omission,
@@ -220,9 +220,10 @@ class ContextAssembler:
         plans: dict[Tier, _TierPlan] = {}
         failures: list[TierFailure] = []
         early: list[Omission] = []
+        vectors: QueryVectors = {}
         for tier, store in stores.items():
             try:
-                plans[tier] = self._plan(store, query, policy, now, early)
+                plans[tier] = self._plan(store, query, policy, now, early, query_vectors=vectors)
             except ValidationError:
                 raise
             except Exception as exc:
@@ -241,7 +242,15 @@ class ContextAssembler:
             group_costs=self._group_costs,
         )
         self._pack(packer, plans, allocation)
-        self._widen(packer=packer, plans=plans, query=query, policy=policy, now=now, omitted=early)
+        self._widen(
+            packer=packer,
+            plans=plans,
+            query=query,
+            policy=policy,
+            now=now,
+            omitted=early,
+            query_vectors=vectors,
+        )
         pinned_tokens = sum(
             s.tokens for s in packer.selections if s.reason is SelectionReason.PINNED
         )
@@ -296,6 +305,7 @@ class ContextAssembler:
         *,
         limits: GatherLimits | None = None,
         exclude: frozenset[str] = frozenset(),
+        query_vectors: QueryVectors | None = None,
     ) -> _TierPlan:
         """Gather and score one tier; split its candidates by how they are protected."""
         head: list[ContextItem] = []
@@ -306,7 +316,13 @@ class ContextAssembler:
             if self.config.tail:
                 tail = self._tail(store)
         candidates, pinned, saturated = gather(
-            store, query, policy, limits or self.config.limits, now, exclude=exclude
+            store,
+            query,
+            policy,
+            limits or self.config.limits,
+            now,
+            exclude=exclude,
+            query_vectors=query_vectors,
         )
         everything = {
             **candidates.items,
@@ -418,6 +434,7 @@ class ContextAssembler:
         policy: Policy,
         now: datetime,
         omitted: list[Omission],
+        query_vectors: QueryVectors,
     ) -> None:
         """Stay work-conserving past the first pool: gather wider while budget is left.
 
@@ -443,7 +460,14 @@ class ContextAssembler:
                 if packer.budget - packer.total < packer.typical_cost(plan.ranked):
                     continue
                 extra = self._plan(
-                    plan.store, query, policy, now, omitted, limits=limits, exclude=plan.considered
+                    plan.store,
+                    query,
+                    policy,
+                    now,
+                    omitted,
+                    limits=limits,
+                    exclude=plan.considered,
+                    query_vectors=query_vectors,
                 )
                 packer.offer_all(
                     extra.ranked, lambda: packer.budget - packer.total, may_truncate=False

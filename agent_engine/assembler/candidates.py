@@ -30,7 +30,11 @@ from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Status, Vector
 from agent_engine.tiers.base import TierStore
 
-__all__ = ["GatherLimits", "gather"]
+__all__ = ["GatherLimits", "QueryVectors", "gather"]
+
+QueryVectors = dict[tuple[int, str], Vector]
+"""Query embeddings of one build, by (embedder identity, text): tiers sharing an embedder
+embed the query once (a model embedding costs as much as the rest of a build)."""
 
 _NAME = re.compile(r"^[^\W\d_][\w'.-]*$")
 
@@ -88,11 +92,13 @@ def gather(
     now: datetime,
     *,
     exclude: frozenset[str] = frozenset(),
+    query_vectors: QueryVectors | None = None,
 ) -> tuple[Candidates, list[ContextItem], bool]:
     """Collect the candidates of ``store`` with their signals, and its pinned items.
 
     The third value says whether any source was cut at its limit (so a wider gather could
-    find more). ``exclude`` lists ids already considered, which stay out of the pool.
+    find more). ``exclude`` lists ids already considered, which stay out of the pool;
+    ``query_vectors`` the build's query embeddings so far (filled in here).
     """
     wanted = policy.sources
     if not query and wanted & {DENSE, LEXICAL}:
@@ -114,7 +120,11 @@ def gather(
     found: dict[str, ContextItem] = {}
     saturated = lexical is not None and len(lexical) > limits.per_source
     if DENSE in wanted and dense_query and embedder is not None:
-        query_vector = normalize_rows(embedder.embed([dense_query]))[0]
+        memo = query_vectors if query_vectors is not None else {}
+        key = (id(embedder), dense_query)
+        query_vector = memo.get(key)
+        if query_vector is None:
+            query_vector = memo[key] = normalize_rows(embedder.embed([dense_query]))[0]
         hits = store.search(query_vector, k=limits.per_source)
         found = {hit.item.id: hit.item for hit in hits}  # fetched already: not read twice
         dense_best = list(found)

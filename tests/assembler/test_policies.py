@@ -14,7 +14,9 @@ from agent_engine import (
     ContextAssembler,
     ContextItem,
     ContextRequest,
+    HashingEmbedder,
     HybridScorer,
+    InMemoryBackend,
     Policy,
     RandomScorer,
     RRFScorer,
@@ -256,6 +258,42 @@ class TestHybrid:
             )
         top = ranking(assembler, "hybrid", "Where did Melanie go hiking?")[0]
         assert top.startswith("Melanie:")
+
+    def test_tiers_sharing_an_embedder_embed_the_query_once(self):
+        """A model embedding costs as much as the rest of a build: once per build, not per tier."""
+        embedder = CountingEmbedder()
+        assembler = ContextAssembler(
+            InMemoryBackend(embedder=embedder),
+            clock=lambda: NOW,
+            confirm=lambda _request: True,
+            config=AssemblerConfig(track_access=False),
+        )
+        task = Task(id="t", project_id="p", user_id="u", description="ship the release")
+        assembler.task_store(task).add_reasoning("checked the release notes", "plan")
+        assembler.project_store("p").add(
+            assembler.project_store("p").new_item("note", "release on Fridays")
+        )
+        assembler.global_store("u").add(
+            assembler.global_store("u").new_item("preference", "short release notes")
+        )
+        embedder.texts.clear()
+        package = assembler.build_context(
+            task, ContextRequest(budget_tokens=500, query="when do we release?")
+        )
+        assert {s.tier for s in package.selections} == set(Tier)  # every tier searched
+        assert embedder.texts == ["when do we release?"]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, remembering every text it embedded."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=32)
+        self.texts: list[str] = []
+
+    def embed(self, texts):
+        self.texts.extend(texts)
+        return super().embed(texts)
 
 
 class TestCustomPolicy:
