@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Tier
-from agent_engine.retrieval.fusion import minmax_fusion, rrf
+from agent_engine.retrieval.fusion import fused_array, rrf
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -241,44 +243,52 @@ class HybridScorer:
         )
 
     def __call__(self, candidates: Candidates) -> dict[str, float]:
-        """Score every candidate."""
+        """Score every candidate (arrays over the pool: a build scores hundreds per tier)."""
         ids = list(candidates.items)
         weights = (self.lexical_weight, self.dense_weight)
         if not candidates.dense:  # no embedder: lexical relevance stands alone
             weights = (1.0, 0.0)
-        base = minmax_fusion(
-            [(candidates.lexical, weights[0]), (candidates.dense, weights[1])], ids
-        )
-        scores = self._smoothed(base, candidates)
+        base = fused_array([(candidates.lexical, weights[0]), (candidates.dense, weights[1])], ids)
+        scores = self._smoothed(base, ids, candidates)
+        items = candidates.items.values()
         if self.source_boost and len(candidates.named_sources) == 1:
             (named,) = candidates.named_sources
-            for item_id, item in candidates.items.items():
-                if item.source == named:
-                    scores[item_id] += self.source_boost
+            scores += self.source_boost * np.fromiter(
+                (item.source == named for item in items), np.float64, len(ids)
+            )
+        if self.importance_weight:
+            scores += self.importance_weight * np.fromiter(
+                (item.importance for item in items), np.float64, len(ids)
+            )
         for weight, prior in self._priors(candidates):
-            for item_id in ids:
-                scores[item_id] += weight * prior[item_id]
-        return scores
+            scores += weight * np.fromiter((prior[i] for i in ids), np.float64, len(ids))
+        return dict(zip(ids, scores.tolist(), strict=True))
 
-    def _smoothed(self, base: dict[str, float], candidates: Candidates) -> dict[str, float]:
+    def _smoothed(
+        self, base: npt.NDArray[np.float64], ids: list[str], candidates: Candidates
+    ) -> npt.NDArray[np.float64]:
         """Each item plus ``smoothing`` times its best positive neighbour within ``radius``."""
-        scores = dict(base)
-        if not self.smoothing:
+        scores = base.copy()
+        if not self.smoothing or not candidates.neighbours:
             return scores
-        for item_id in base:
-            near = [
-                max(base.get(other, 0.0), 0.0)
-                for other, offset in candidates.neighbours.get(item_id, ())
-                if abs(offset) <= self.radius
-            ]
-            if near:
-                scores[item_id] += self.smoothing * max(near)
+        place = dict(zip(ids, range(len(ids)), strict=True))
+        plain = base.tolist()
+        for item_id, near in candidates.neighbours.items():
+            at = place.get(item_id)
+            if at is None:
+                continue
+            best = -1.0
+            for other, offset in near:
+                if abs(offset) <= self.radius:
+                    there = place.get(other)
+                    best = max(best, plain[there] if there is not None else 0.0, 0.0)
+            if best >= 0.0:
+                scores[at] += self.smoothing * best
         return scores
 
     def _priors(self, candidates: Candidates) -> list[tuple[float, Mapping[str, float]]]:
+        """The priors other than importance (which is read straight off the items)."""
         priors: list[tuple[float, Mapping[str, float]]] = []
-        if self.importance_weight:
-            priors.append((self.importance_weight, ImportanceScorer()(candidates)))
         if self.recency_weight:
             priors.append((self.recency_weight, self.recency(candidates)))
         if self.frequency_weight:

@@ -8,7 +8,11 @@ item scored than another, and on the LoCoMo tuning split it beat RRF at every k 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 __all__ = ["minmax", "minmax_fusion", "rrf"]
 
@@ -40,15 +44,29 @@ def minmax_fusion(
 ) -> dict[str, float]:
     """Weighted sum of min-max normalized signals over ``ids`` (a missing score is the minimum)."""
     universe = list(dict.fromkeys(ids))
-    fused = dict.fromkeys(universe, 0.0)
+    return dict(zip(universe, fused_array(signals, universe).tolist(), strict=True))
+
+
+def fused_array(
+    signals: Sequence[tuple[Mapping[str, float], float]], ids: Sequence[str]
+) -> npt.NDArray[np.float64]:
+    """:func:`minmax_fusion` over distinct ``ids``, as an array in their order.
+
+    A build fuses the signals of a pool of several hundred candidates for every tier; array
+    arithmetic does it in a fraction of the time a dict pass per signal took, with the same
+    operations per id and so the same floats.
+    """
+    fused = np.zeros(len(ids), dtype=np.float64)
     for scores, weight in signals:
-        if not weight:
+        if not weight or not scores:
             continue
-        present = {item_id: scores[item_id] for item_id in universe if item_id in scores}
-        if not present:
+        values = np.fromiter((scores.get(i, math.nan) for i in ids), np.float64, len(ids))
+        missing = np.isnan(values)
+        if missing.all():
             continue
-        floor = min(present.values())
-        normalized = minmax({item_id: present.get(item_id, floor) for item_id in universe})
-        for item_id, value in normalized.items():
-            fused[item_id] += weight * value
+        floor = values[~missing].min()
+        values[missing] = floor
+        span = values.max() - floor
+        if span > 0:
+            fused += weight * ((values - floor) / span)
     return fused

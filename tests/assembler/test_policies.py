@@ -6,6 +6,8 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_engine import (
     DEFAULT_POLICIES,
@@ -258,6 +260,60 @@ class TestHybrid:
             )
         top = ranking(assembler, "hybrid", "Where did Melanie go hiking?")[0]
         assert top.startswith("Melanie:")
+
+    @given(st.data())
+    @settings(max_examples=200, deadline=None)
+    def test_scores_follow_the_documented_formula(self, data):
+        """Fusion, smoothing, the source boost and the priors, checked item by item."""
+        n = data.draw(st.integers(1, 12))
+        ids = [f"i{k}" for k in range(n)]
+        score = st.floats(-2, 5, allow_nan=False)
+        lexical = data.draw(st.dictionaries(st.sampled_from(ids), score))
+        dense = data.draw(st.dictionaries(st.sampled_from(ids), score))
+        neighbours = data.draw(
+            st.dictionaries(
+                st.sampled_from(ids),
+                st.lists(st.tuples(st.sampled_from([*ids, "gone"]), st.integers(-4, 4))),
+            )
+        )
+        sources = data.draw(st.lists(st.sampled_from(["A", "B", ""]), min_size=n, max_size=n))
+        named = frozenset(data.draw(st.sets(st.sampled_from(["A", "B"]))))
+        importance = data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n))
+        candidates = crafted(
+            [
+                (i, {"source": src, "importance": imp})
+                for i, src, imp in zip(ids, sources, importance, strict=True)
+            ],
+            lexical=lexical,
+            dense=dense,
+            neighbours=neighbours,
+            named_sources=named,
+        )
+        scorer = HybridScorer(recency_weight=0.05, frequency_weight=0.02)
+
+        def normalized(signal):
+            if not signal:
+                return dict.fromkeys(ids, 0.0)
+            low, high = min(signal.values()), max(signal.values())
+            values = {i: signal.get(i, low) for i in ids}
+            return {i: (v - low) / (high - low) if high > low else 0.0 for i, v in values.items()}
+
+        weights = (0.4, 0.6) if dense else (1.0, 0.0)
+        base = {
+            i: weights[0] * normalized(lexical)[i] + weights[1] * normalized(dense)[i] for i in ids
+        }
+        recency = scorer.recency(candidates)
+        expected = {}
+        for i, src, imp in zip(ids, sources, importance, strict=True):
+            near = [max(base.get(o, 0.0), 0.0) for o, off in neighbours.get(i, ()) if abs(off) <= 2]
+            expected[i] = (
+                base[i]
+                + (0.5 * max(near) if near else 0.0)
+                + (0.3 if len(named) == 1 and src in named else 0.0)
+                + 0.1 * imp
+                + 0.05 * recency[i]
+            )  # frequency: no item was accessed, log1p(0) = 0
+        assert scorer(candidates) == pytest.approx(expected, abs=1e-9)
 
     def test_tiers_sharing_an_embedder_embed_the_query_once(self):
         """A model embedding costs as much as the rest of a build: once per build, not per tier."""
