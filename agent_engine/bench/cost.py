@@ -6,9 +6,10 @@ nothing cached by an earlier cell flatters a later one. Items come from
 which load the BM25 index, are reported separately as ``first_build_ms``, and builds that
 follow one stored memory as ``build_after_write_p50_ms``) and the query
 embedding is timed apart from assembly. Beside each build the raw backend searches it issues
-(vector search and BM25 scoring for the same query) are timed in the same process, so the
-assembler's own cost reads as a ratio; so are all its project reads (those searches, fetching
-the BM25-only candidates, the pinned query), a second baseline. Each query is also built with
+(vector search and BM25 scoring for the same query, in the project's and the task's memory;
+the empty global memory is not searched) are timed in the same process, so the assembler's own
+cost reads as a ratio; so are all its reads (those searches, fetching the project's BM25-only
+candidates, the pinned query), a second baseline. Each query is also built with
 ``GatherLimits(widening_rounds=0)``: the default widens a spent pool while budget is left,
 which costs a few builds several times the rest, and this shows what it costs.
 """
@@ -136,6 +137,8 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
             started = time.perf_counter()
             dense = project.search(vector, k=100)
             lexical = project.backend.lexical_index(project.scope).hits(text).best(100)
+            steps.search(vector, k=100)
+            steps.backend.lexical_index(steps.scope).hits(text).best(100)
             raws.append(time.perf_counter() - started)
             # The other project reads a build issues: the BM25-only candidates, pinned items.
             found = {hit.item.id for hit in dense}
