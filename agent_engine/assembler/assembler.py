@@ -240,6 +240,7 @@ class ContextAssembler:
             self._body_cost,
             header_costs=self._header_costs,
             group_costs=self._group_costs,
+            cached_costs_shown=self.counter is DEFAULT_COUNTER and self.config.layout.verbatim,
         )
         self._pack(packer, plans, allocation)
         self._widen(
@@ -330,26 +331,33 @@ class ContextAssembler:
         }
         scores = dict(policy.scorer(attrs.evolve(candidates, items=everything)))
 
-        def entry(item: ContextItem, reason: SelectionReason) -> Entry:
-            return Entry(item, store.tier, scores.get(item.id, 0.0), reason)
-
-        omitted.extend(
-            Omission(item.id, store.tier, OmissionReason.EXPIRED, 0, scores.get(item.id))
-            for item in everything.values()
-            if item.expired(now)
-        )
-        live = {item_id: item for item_id, item in everything.items() if not item.expired(now)}
+        tier = store.tier
+        live: dict[str, ContextItem] = {}
+        for item_id, item in everything.items():  # one pass: a pool holds hundreds of items
+            if item.expired(now):
+                omitted.append(
+                    Omission(item_id, tier, OmissionReason.EXPIRED, 0, scores.get(item_id))
+                )
+            else:
+                live[item_id] = item
         placed: set[str] = set()
 
         def claim(items: list[ContextItem], reason: SelectionReason) -> list[Entry]:
-            claimed = [entry(i, reason) for i in items if i.id in live and i.id not in placed]
+            claimed = [
+                Entry(i, tier, scores.get(i.id, 0.0), reason)
+                for i in items
+                if i.id in live and i.id not in placed
+            ]
             placed.update(e.item.id for e in claimed)
             return claimed
 
         pinned_entries = claim(pinned, SelectionReason.PINNED)
         protected = claim(head, SelectionReason.HEAD) + claim(tail, SelectionReason.TAIL)
+        ranked_reason = SelectionReason.RANKED
         rest = [
-            entry(item, SelectionReason.RANKED) for item in live.values() if item.id not in placed
+            Entry(item, tier, scores.get(item_id, 0.0), ranked_reason)
+            for item_id, item in live.items()
+            if item_id not in placed
         ]
         ranked = self._threshold(rest, omitted)
         return _TierPlan(

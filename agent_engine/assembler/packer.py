@@ -22,8 +22,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable
 from datetime import date
-
-import attrs
+from typing import NamedTuple
 
 from agent_engine.assembler._costcache import CostCache
 from agent_engine.assembler.package import (
@@ -44,9 +43,8 @@ MIN_TRUNCATED_BODY = 8
 PROTECTED = frozenset({SelectionReason.PINNED, SelectionReason.HEAD, SelectionReason.TAIL})
 
 
-@attrs.frozen
-class Entry:
-    """A candidate on its way into the package."""
+class Entry(NamedTuple):
+    """A candidate on its way into the package (a tuple: a build makes hundreds per tier)."""
 
     item: ContextItem
     tier: Tier
@@ -67,6 +65,7 @@ class Packer:
         *,
         header_costs: CostCache[str] | None = None,
         group_costs: CostCache[tuple[str, date]] | None = None,
+        cached_costs_shown: bool = False,
     ) -> None:
         self.budget = budget
         self.allocation = allocation
@@ -82,6 +81,11 @@ class Packer:
         self._chosen: set[str] = set()
         self._settled: set[str] = set()
         self._line_overhead: dict[str, int] = {}
+        self._section_costs: dict[Tier, int] = {}
+        # Whether an item's cached token_cost is what its full body costs as shown (the
+        # default counter, a format that shows bodies as they are): then a line's cost is
+        # that plus the line's markup, without looking at the body at all.
+        self._cached_costs_shown = cached_costs_shown
         self._header_costs = header_costs if header_costs is not None else CostCache(1024)
         # An entry is offered up to once per packing phase; its line costs the same every
         # time, so it is counted once per package. A session's group header costs the same
@@ -114,7 +118,11 @@ class Packer:
     def _headers(self, entry: Entry) -> int:
         cost = 0
         if entry.tier not in self._sections:
-            cost += sum(self._count(part) for part in self.layout.section(entry.tier))
+            section = self._section_costs.get(entry.tier)
+            if section is None:
+                section = sum(self._count(part) for part in self.layout.section(entry.tier))
+                self._section_costs[entry.tier] = section
+            cost += section
         session = entry.item.session
         if session and (entry.tier, session) not in self._groups:
             key = (session, entry.item.timestamp.date())
@@ -128,17 +136,24 @@ class Packer:
             cost += group_cost
         return cost
 
-    def _line(self, item: ContextItem, body: str) -> int:
+    def _overhead(self, item: ContextItem) -> int:
         overhead = self._line_overhead.get(item.kind)
         if overhead is None:
             overhead = self._count(self.layout.line(item, ""))
             self._line_overhead[item.kind] = overhead
-        return overhead + self._body_cost(item, body)
+        return overhead
+
+    def _line(self, item: ContextItem, body: str) -> int:
+        return self._overhead(item) + self._body_cost(item, body)
 
     def _line_cost(self, item: ContextItem) -> int:
         line = self._line_costs.get(item.id)
         if line is None:
-            line = self._line_costs[item.id] = self._line(item, item.body)
+            if self._cached_costs_shown and item.token_cost is not None:
+                line = self._overhead(item) + item.token_cost
+            else:
+                line = self._line(item, item.body)
+            self._line_costs[item.id] = line
         return line
 
     def typical_cost(self, entries: list[Entry]) -> int:
@@ -258,15 +273,21 @@ class Packer:
     def settle(self, reach: dict[Tier, int]) -> list[Omission]:
         """Omissions for every offered entry left out, by why (``reach``: a tier's best room).
 
-        An omission's tokens are what the entry would cost in the final package.
+        An omission's tokens are what the entry would cost in the final package. Most of a
+        large pool ends here, so headers are only looked up for entries whose section or
+        session group the package has not opened.
         """
+        line_costs, sections, groups = self._line_costs, self._sections, self._groups
+        over, lower = OmissionReason.OVER_BUDGET, OmissionReason.LOWER_SCORE
+        settled = self.omissions.append
         for entry in self.skipped.values():
-            cost = self.cost(entry)
-            reason = (
-                OmissionReason.OVER_BUDGET
-                if cost > reach[entry.tier]
-                else OmissionReason.LOWER_SCORE
-            )
-            self.omissions.append(Omission(entry.item.id, entry.tier, reason, cost, entry.score))
+            item, tier = entry.item, entry.tier
+            cost = line_costs.get(item.id)
+            if cost is None:
+                cost = self._line_cost(item)
+            if tier not in sections or (item.session and (tier, item.session) not in groups):
+                cost += self._headers(entry)
+            reason = over if cost > reach[tier] else lower
+            settled(Omission(item.id, tier, reason, cost, entry.score))
         self.skipped.clear()
         return self.omissions

@@ -93,9 +93,14 @@ class Layout:
             )
         return f"{_date(started)}, {session}:", ""
 
+    @property
+    def verbatim(self) -> bool:
+        """Whether bodies are shown as they are (not in XML, which escapes them)."""
+        return self.format is not RenderFormat.XML
+
     def shown(self, body: str) -> str:
         """The body as it appears inside a line (in XML: made XML-safe, then escaped)."""
-        return escape(_xml_safe(body)) if self.format is RenderFormat.XML else body
+        return body if self.verbatim else escape(_xml_safe(body))
 
     def line(self, item: ContextItem, body: str) -> str:
         """One item's line around its (possibly truncated) body."""
