@@ -240,7 +240,6 @@ class ContextAssembler:
             self._body_cost,
             header_costs=self._header_costs,
             group_costs=self._group_costs,
-            cached_costs_shown=self.counter is DEFAULT_COUNTER and self.config.layout.verbatim,
         )
         self._pack(packer, plans, allocation)
         self._widen(

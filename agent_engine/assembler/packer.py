@@ -33,7 +33,7 @@ from agent_engine.assembler.package import (
 )
 from agent_engine.assembler.render import TRUNCATION_MARKER, Layout
 from agent_engine.models import ContextItem, Tier
-from agent_engine.tokens import TokenCounter
+from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["Entry", "Packer"]
 
@@ -65,7 +65,6 @@ class Packer:
         *,
         header_costs: CostCache[str] | None = None,
         group_costs: CostCache[tuple[str, date]] | None = None,
-        cached_costs_shown: bool = False,
     ) -> None:
         self.budget = budget
         self.allocation = allocation
@@ -85,7 +84,7 @@ class Packer:
         # Whether an item's cached token_cost is what its full body costs as shown (the
         # default counter, a format that shows bodies as they are): then a line's cost is
         # that plus the line's markup, without looking at the body at all.
-        self._cached_costs_shown = cached_costs_shown
+        self._cached_costs_shown = counter is DEFAULT_COUNTER and layout.verbatim
         self._header_costs = header_costs if header_costs is not None else CostCache(1024)
         # An entry is offered up to once per packing phase; its line costs the same every
         # time, so it is counted once per package. A session's group header costs the same
