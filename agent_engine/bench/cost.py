@@ -127,6 +127,7 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
         for text in texts[1:3]:
             assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))
         builds, raws, reads, embeds, unwidened = [], [], [], [], []
+        k = assembler.config.limits.per_source  # what each of a build's searches asks for
         for text in texts[3:]:
             started = time.perf_counter()
             vector = embedder.embed([text])[0]
@@ -135,10 +136,10 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
             # first, so the raw reads and the builds after them all find them computed.
             project.backend.lexical_index(project.scope).hits(text)
             started = time.perf_counter()
-            dense = project.search(vector, k=100)
-            lexical = project.backend.lexical_index(project.scope).hits(text).best(100)
-            steps.search(vector, k=100)
-            steps.backend.lexical_index(steps.scope).hits(text).best(100)
+            dense = project.search(vector, k=k)
+            lexical = project.backend.lexical_index(project.scope).hits(text).best(k)
+            steps.search(vector, k=k)
+            steps.backend.lexical_index(steps.scope).hits(text).best(k)
             raws.append(time.perf_counter() - started)
             # The other project reads a build issues: the BM25-only candidates, pinned items.
             found = {hit.item.id for hit in dense}
