@@ -9,7 +9,7 @@ import pytest
 
 from agent_engine import ValidationError
 from agent_engine.bench import locomo
-from agent_engine.bench.cost import BACKENDS, run_cell
+from agent_engine.bench.cost import BACKENDS, _PrimedEmbedder, run_cell
 from agent_engine.bench.quality import QualityConfig, run_quality, split_of
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints
@@ -174,3 +174,20 @@ class TestCostCell:
         assert cell["build_over_raw_p95"] == pytest.approx(
             cell["build_p95_ms"] / cell["raw_search_p95_ms"]
         )
+
+    def test_a_timed_query_is_not_embedded_again_by_its_build(self):
+        """The target excludes the query embedding: the build reuses the vector timed apart."""
+        embedded: list[str] = []
+
+        class Recording(HashingEmbedder):
+            def embed(self, texts):
+                embedded.extend(texts)
+                return super().embed(texts)
+
+        primed = _PrimedEmbedder(Recording(dim=16))
+        vector = primed.prime("deploy logs")
+        assert primed.embed(["deploy logs"])[0].tolist() == vector.tolist()
+        assert embedded == ["deploy logs"]
+        primed.embed(["retry config"])
+        assert embedded == ["deploy logs", "retry config"]
+        assert (primed.name, primed.dim) == ("hashing-16-bigrams", 16)
