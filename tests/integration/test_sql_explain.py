@@ -43,7 +43,7 @@ def _rows():
             "token_cost": None,
             "payload": "{}",
             "embedding": None,
-            "status": "confirmed",
+            "status": "pinned" if n % 5000 == 0 else "confirmed",
             "access_count": 0,
             "last_accessed_at": None,
             "expires_at": base + 1_000_000 * (n % 1000) if expiring[n] else None,
@@ -95,9 +95,20 @@ def _plan(engine, filters, order_by, limit):
         ),
         ({"namespace": "project:3"}, "timestamp", "ix_ae_items_namespace_timestamp"),
         ({"namespace": "project:3"}, "-importance", "ix_ae_items_namespace_importance"),
+        (
+            {"namespace": "project:3", "status": "pinned"},
+            "importance",
+            "ix_ae_items_namespace_status_importance",
+        ),
         ({"expires_at": {"$lte": NOW}}, "-expires_at", "ix_ae_items_expires_at"),
     ],
-    ids=["namespace-kind-by-importance", "namespace-by-time", "eviction", "expiry-sweep"],
+    ids=[
+        "namespace-kind-by-importance",
+        "namespace-by-time",
+        "eviction",
+        "pinned-by-importance",
+        "expiry-sweep",
+    ],
 )
 def test_main_queries_use_their_index(engine, filters, order_by, index):
     plan = _plan(engine, filters, order_by, 100)

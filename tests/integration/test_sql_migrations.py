@@ -39,6 +39,10 @@ def _tables(url):
         engine.dispose()
 
 
+def _indexes(engine):
+    return {index["name"] for index in sa.inspect(engine).get_indexes("ae_items")}
+
+
 class TestRevisions:
     def test_up_down_up(self, sql_url):
         assert database_revision(sql_url) is None
@@ -56,6 +60,36 @@ class TestRevisions:
         with SQLAlchemyBackend(sql_url) as backend:
             backend.add(ContextItem.create("note", "after the round trip", tags=["a"]))
             assert backend.count({"tags": "a"}) == 1
+
+    def test_status_index_revision_keeps_items(self, sql_url):
+        """0002 only adds the pinned-items index: down to 0001 and back, nothing stored is lost."""
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add_many(
+                [
+                    ContextItem.create("note", "kept", id="kept", namespace="project:a"),
+                    ContextItem.create(
+                        "note", "pinned", id="pin", namespace="project:a", status="pinned"
+                    ),
+                ]
+            )
+        engine = create_engine(sql_url)
+        try:
+            downgrade(engine, "0001")
+            assert "ix_ae_items_namespace_status_importance" not in _indexes(engine)
+        finally:
+            engine.dispose()
+        assert database_revision(sql_url) == "0001"
+        upgrade_database(sql_url)
+        engine = create_engine(sql_url)
+        try:
+            assert "ix_ae_items_namespace_status_importance" in _indexes(engine)
+        finally:
+            engine.dispose()
+        with SQLAlchemyBackend(sql_url) as backend:
+            pinned = backend.query({"namespace": "project:a", "status": "pinned"})
+            assert [item.id for item in pinned] == ["pin"]
+            assert backend.count({"namespace": "project:a"}) == 2
 
     def test_upgrade_is_idempotent(self, sql_url):
         upgrade_database(sql_url)
@@ -188,8 +222,8 @@ NEXT_REVISION = '''
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "9999"
+down_revision = "{head}"
 branch_labels = None
 depends_on = None
 
@@ -208,29 +242,30 @@ class TestOlderSchema:
 
     @pytest.fixture
     def newer_code(self, tmp_path, monkeypatch):
-        """The shipped scripts plus a revision 0002, as the next release of the code has them."""
+        """The shipped scripts plus one revision after their head, as the next release has them."""
         import shutil  # noqa: PLC0415
 
         from agent_engine.memory.sql import _migrate  # noqa: PLC0415
 
         scripts = tmp_path / "migrations"
         shutil.copytree(_migrate.migrations_path(), scripts)
-        (scripts / "versions" / "0002_next.py").write_text(NEXT_REVISION)
+        shipped = head_revision()
+        (scripts / "versions" / "9999_next.py").write_text(NEXT_REVISION.format(head=shipped))
         monkeypatch.setattr(_migrate, "migrations_path", lambda: scripts)
         _migrate._scripts.cache_clear()
         yield
         _migrate._scripts.cache_clear()
 
     def test_older_revision_names_the_command_then_upgrades_when_asked(self, sql_url, request):
-        upgrade_database(sql_url)
+        shipped = upgrade_database(sql_url)
         with SQLAlchemyBackend(sql_url) as backend:
-            backend.add(ContextItem.create("note", "written at 0001", id="old"))
+            backend.add(ContextItem.create("note", "written before the release", id="old"))
         request.getfixturevalue("newer_code")
-        assert head_revision() == "0002"
+        assert head_revision() == "9999"
         with pytest.raises(SchemaVersionError, match="agent-engine db upgrade") as raised:
             SQLAlchemyBackend(sql_url)
-        assert (raised.value.current, raised.value.expected) == ("0001", "0002")
-        assert database_revision(sql_url) == "0001"
+        assert (raised.value.current, raised.value.expected) == (shipped, "9999")
+        assert database_revision(sql_url) == shipped
         with SQLAlchemyBackend(sql_url, upgrade=True) as backend:
             assert backend.get("old") is not None
-        assert database_revision(sql_url) == "0002"
+        assert database_revision(sql_url) == "9999"

@@ -60,7 +60,8 @@ items = sa.Table(
 )
 
 # The access paths of tiers and the assembler: a namespace's items by kind and importance,
-# by importance (eviction), by time (the default order) and the expiry sweep.
+# by importance (eviction), by time (the default order), its pinned items (every build asks
+# for them; they are few, so equality on status must be indexed) and the expiry sweep.
 sa.Index(
     "ix_ae_items_namespace_kind_importance",
     items.c.namespace,
@@ -71,6 +72,13 @@ sa.Index(
 sa.Index("ix_ae_items_namespace_importance", items.c.namespace, items.c.importance, items.c.id)
 sa.Index("ix_ae_items_namespace_timestamp", items.c.namespace, items.c.timestamp, items.c.id)
 sa.Index("ix_ae_items_namespace_tier", items.c.namespace, items.c.tier)
+sa.Index(
+    "ix_ae_items_namespace_status_importance",
+    items.c.namespace,
+    items.c.status,
+    items.c.importance,
+    items.c.id,
+)
 sa.Index("ix_ae_items_expires_at", items.c.expires_at)
 sa.Index("ix_ae_items_fingerprint", items.c.fingerprint)
 
