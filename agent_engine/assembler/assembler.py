@@ -63,8 +63,6 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["AssemblerConfig", "ContextAssembler"]
 
-"""Tokens left below which widening the candidate pool cannot add anything useful."""
-
 
 @attrs.frozen
 class AssemblerConfig:
@@ -107,10 +105,11 @@ class _TierPlan:
     pinned: list[Entry]
     protected: list[Entry]
     ranked: list[Entry]
-    pool: int
     saturated: bool
     """Whether a source was cut at its limit: a wider gather could find more candidates."""
-    considered: frozenset[str]
+    pool: dict[str, ContextItem]
+    """Every candidate the policy scored (pinned, HEAD and TAIL items included)."""
+    scores: dict[str, float]
 
 
 class ContextAssembler:
@@ -255,7 +254,9 @@ class ContextAssembler:
             s.tokens for s in packer.selections if s.reason is SelectionReason.PINNED
         )
         self._fit_render(packer, budget)
-        omissions = early + packer.settle(dict.fromkeys(Tier, budget - pinned_tokens))
+        omissions = packer.rescored(early) + packer.settle(
+            dict.fromkeys(Tier, budget - pinned_tokens)
+        )
         if self.config.track_access:
             self._record_access(packer.selections, stores, now, strict, log)
 
@@ -304,13 +305,18 @@ class ContextAssembler:
         omitted: list[Omission],
         *,
         limits: GatherLimits | None = None,
-        exclude: frozenset[str] = frozenset(),
+        wider_than: _TierPlan | None = None,
         query_vectors: QueryVectors | None = None,
     ) -> _TierPlan:
-        """Gather and score one tier; split its candidates by how they are protected."""
+        """Gather and score one tier; split its candidates by how they are protected.
+
+        ``wider_than``: the plan this one widens. Its pool joins the new one and the two are
+        scored together, so every score the tier reports is on one scale; only candidates it
+        did not hold are judged and ranked here (its own were offered already).
+        """
         head: list[ContextItem] = []
         tail: list[ContextItem] = []
-        if store.tier is Tier.TASK and not exclude:
+        if store.tier is Tier.TASK and wider_than is None:
             if self.config.head:
                 head = store.query(None, limit=self.config.head, order_by="-timestamp")
             if self.config.tail:
@@ -321,7 +327,7 @@ class ContextAssembler:
             policy,
             limits or self.config.limits,
             now,
-            exclude=exclude,
+            known=wider_than.pool if wider_than is not None else None,
             query_vectors=query_vectors,
         )
         everything = {
@@ -329,10 +335,13 @@ class ContextAssembler:
             **{item.id: item for item in pinned + head + tail},
         }
         scores = dict(policy.scorer(attrs.evolve(candidates, items=everything)))
+        judged = wider_than.pool if wider_than is not None else {}
 
         tier = store.tier
         live: dict[str, ContextItem] = {}
         for item_id, item in everything.items():  # one pass: a pool holds hundreds of items
+            if item_id in judged:
+                continue
             if item.expired(now):
                 omitted.append(
                     Omission(item_id, tier, OmissionReason.EXPIRED, 0, scores.get(item_id))
@@ -358,16 +367,15 @@ class ContextAssembler:
             for item_id, item in live.items()
             if item_id not in placed
         ]
-        ranked = self._threshold(rest, omitted)
         return _TierPlan(
-            store.tier,
-            store,
-            pinned_entries,
-            protected,
-            ranked,
-            len(everything),
-            saturated,
-            exclude | frozenset(everything),
+            tier=tier,
+            store=store,
+            pinned=pinned_entries,
+            protected=protected,
+            ranked=self._threshold(rest, omitted),
+            saturated=saturated,
+            pool=everything,
+            scores=scores,
         )
 
     def _tail(self, store: TierStore) -> list[ContextItem]:
@@ -419,7 +427,7 @@ class ContextAssembler:
         deferred: list[_TierPlan] = []
         for plan in by_spill:  # phase 1: each tier within its share
             packer.offer_all(plan.protected, room(plan.tier), may_truncate=True)
-            if any(entry.item.id in packer.skipped for entry in plan.protected):
+            if any(entry.item.id in packer.waiting for entry in plan.protected):
                 # A HEAD/TAIL item is waiting: the middle must not take room that, with the
                 # spill-over, would let it in. It gets its share after phase 2's protected turn.
                 deferred.append(plan)
@@ -447,8 +455,10 @@ class ContextAssembler:
 
         The first pool is bounded for speed; when its candidates are spent with budget to
         spare and a source was cut at its limit, the tier gathers again with four times the
-        limit (``limits.widening_rounds`` times at most), excluding what it already considered,
-        and offers the newcomers.
+        limit (``limits.widening_rounds`` times at most) and offers the newcomers. The wider
+        pool is scored together with the first, and the package reports those scores for all
+        of the tier's candidates: a score is comparable with every other score of its tier,
+        whichever gather found the item.
 
         Room smaller than the pool's typical candidate does not count as spare: the pool's
         small items already had their turn at it, and a wider pool could only fill it with one
@@ -466,25 +476,25 @@ class ContextAssembler:
                     continue
                 if packer.budget - packer.total < packer.typical_cost(plan.ranked):
                     continue
-                extra = self._plan(
+                wider = self._plan(
                     plan.store,
                     query,
                     policy,
                     now,
                     omitted,
                     limits=limits,
-                    exclude=plan.considered,
+                    wider_than=plan,
                     query_vectors=query_vectors,
                 )
                 packer.offer_all(
-                    extra.ranked, lambda: packer.budget - packer.total, may_truncate=False
+                    wider.ranked, lambda: packer.budget - packer.total, may_truncate=False
                 )
+                packer.rescore(wider.scores)
                 plans[tier] = attrs.evolve(
-                    extra,
+                    wider,
                     pinned=plan.pinned,
                     protected=plan.protected,
-                    ranked=plan.ranked + extra.ranked,
-                    pool=plan.pool + extra.pool,
+                    ranked=plan.ranked + wider.ranked,
                 )
                 widened = True
             if not widened:
@@ -492,6 +502,8 @@ class ContextAssembler:
 
     def _fit_render(self, packer: Packer, budget: int) -> None:
         """Safety net for tokenizers that do not add up: drop ranked items until the render fits."""
+        if self._charged_in_full(packer.selections):
+            return
         while packer.selections:
             lines = [Line(s.item, s.tier, s.body) for s in packer.selections]
             if self.counter.count(render_lines(lines, self.config.layout)) <= budget:
@@ -499,6 +511,31 @@ class ContextAssembler:
             ranked = [s for s in packer.selections if s.reason not in PROTECTED]
             victim = min(ranked or packer.selections, key=lambda s: (s.score, s.item.id))
             packer.drop(victim, OmissionReason.LOWER_SCORE)
+
+    def _charged_in_full(self, selections: list[Selection]) -> bool:
+        """Whether the package's own total is already a bound on its rendered count.
+
+        With the default counter it is: the counter rounds up per text and no counted piece
+        spans a space or a newline, so a render counts at most the sum of the headers and
+        lines charged for it (the budget properties test holds the packer to this). What the
+        sum cannot vouch for is a cached ``token_cost`` charged on the item's word: each is
+        checked against a count of its body once per item version, and one that under-counts
+        sends the package through the full render check instead.
+        """
+        if self.counter is not DEFAULT_COUNTER:
+            return False
+        layout = self.config.layout
+        for selection in selections:
+            item = selection.item
+            if selection.truncated or item.token_cost is None:
+                continue  # counted when it was charged
+            key = (item.id, item.fingerprint, layout.format.value)
+            counted = self._costs.get(key)
+            if counted is None:
+                counted = self._costs[key] = self.counter.count(layout.shown(item.body))
+            if counted > item.token_cost:
+                return False
+        return True
 
     def _body_cost(self, item: ContextItem, body: str) -> int:
         """Tokens of a body as shown: the item's cached cost when it applies, else counted once."""
@@ -561,7 +598,7 @@ class ContextAssembler:
                 tier,
                 allocation[tier],
                 packer.used[tier],
-                plans[tier].pool if tier in plans else 0,
+                len(plans[tier].pool) if tier in plans else 0,
                 sum(1 for s in ordered if s.tier is tier),
             )
             for tier in PROMPT_ORDER

@@ -10,7 +10,7 @@ are computed from their stored vectors, so every candidate is scored on every si
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 import attrs
@@ -94,15 +94,18 @@ def gather(
     limits: GatherLimits,
     now: datetime,
     *,
-    exclude: frozenset[str] = frozenset(),
+    known: Mapping[str, ContextItem] | None = None,
     query_vectors: QueryVectors | None = None,
 ) -> tuple[Candidates, list[ContextItem], bool]:
     """Collect the candidates of ``store`` with their signals, and its pinned items.
 
     The third value says whether any source was cut at its limit (so a wider gather could
-    find more). ``exclude`` lists ids already considered, which stay out of the pool;
-    ``query_vectors`` the build's query embeddings so far (filled in here).
+    find more). ``known``: items an earlier, narrower gather already fetched; they join the
+    pool without being read again, and every signal is computed over the whole pool, so a
+    wider pool is scored on one scale with the narrower one. ``query_vectors``: the build's
+    query embeddings so far (filled in here).
     """
+    known = known or {}
     wanted = policy.sources
     if not query and wanted & {DENSE, LEXICAL}:
         # Nothing to be relevant to: fall back to what is new and what matters.
@@ -146,11 +149,12 @@ def gather(
         for near in index.neighbourhoods(dict.fromkeys(seeds), limits.radius).values():
             ids.update(dict.fromkeys(other for other, _ in near))
 
-    wanted_ids = [i for i in ids if i not in exclude]
+    wanted_ids = [i for i in ids if i not in known]
     fetched = {item.id: item for item in store.get_many(i for i in wanted_ids if i not in found)}
     items = {
         i: found[i] if i in found else fetched[i] for i in wanted_ids if i in found or i in fetched
     }
+    items.update(known)
     pinned = store.query(
         {"status": Status.PINNED.value}, limit=limits.pinned, order_by="importance"
     )
@@ -166,7 +170,7 @@ def gather(
         named_sources=names,
         now=now,
     )
-    return candidates, [i for i in pinned if i.id not in exclude], saturated
+    return candidates, pinned, saturated
 
 
 def _cosines(items: dict[str, ContextItem], query: Vector | None) -> dict[str, float]:

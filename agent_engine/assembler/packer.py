@@ -19,10 +19,13 @@ left out. Nothing is ever added past the budget.
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import NamedTuple
+
+import attrs
+import numpy as np
+import numpy.typing as npt
 
 from agent_engine.assembler._costcache import CostCache
 from agent_engine.assembler.package import (
@@ -93,8 +96,13 @@ class Packer:
         self._group_costs = group_costs if group_costs is not None else CostCache(1024)
         # The shared cache takes a lock per read; a pool's items share few sessions.
         self._group_memo: dict[tuple[str, date], int] = {}
-        self.skipped: dict[str, Entry] = {}
+        # Every list of entries offered, in order: settle explains each entry left out once.
+        self._offered: list[Sequence[Entry]] = []
+        self._line_arrays: dict[int, tuple[Sequence[Entry], npt.NDArray[np.int64]]] = {}
+        self.waiting: set[str] = set()
+        """Entries that were offered in full and did not fit (a HEAD/TAIL item waiting)."""
         self.omissions: list[Omission] = []
+        self._scores: dict[str, float] = {}
 
     @property
     def total(self) -> int:
@@ -155,11 +163,27 @@ class Packer:
             self._line_costs[item.id] = line
         return line
 
-    def typical_cost(self, entries: list[Entry]) -> int:
+    def _lines(self, entries: Sequence[Entry]) -> npt.NDArray[np.int64]:
+        """The line costs of ``entries`` as an array.
+
+        Kept per list object: a plan's list is offered in several phases.
+        """
+        kept = self._line_arrays.get(id(entries))
+        if kept is not None and kept[0] is entries:
+            return kept[1]
+        line_cost = self._line_cost
+        lines = np.fromiter(
+            (line_cost(entry.item) for entry in entries), dtype=np.int64, count=len(entries)
+        )
+        self._line_arrays[id(entries)] = (entries, lines)
+        return lines
+
+    def typical_cost(self, entries: Sequence[Entry]) -> int:
         """The median line cost of ``entries`` (0 for none): what a typical one needs."""
         if not entries:
             return 0
-        return statistics.median_low(self._line_cost(entry.item) for entry in entries)
+        lines = np.sort(self._lines(entries))
+        return int(lines[(len(lines) - 1) // 2])  # the lower median, as median_low
 
     def cost(self, entry: Entry) -> int:
         """What adding the entry costs now, headers it would open included."""
@@ -169,40 +193,36 @@ class Packer:
 
     def offer(self, entry: Entry, available: int, *, may_truncate: bool) -> bool:
         """Add ``entry`` if it fits in ``available`` tokens (truncating if allowed)."""
-        if entry.item.id in self._settled:
-            return entry.item.id in self._chosen
-        if entry.item.fingerprint in self._fingerprints:
-            self.skipped.pop(entry.item.id, None)
-            self.omissions.append(
-                Omission(
-                    entry.item.id,
-                    entry.tier,
-                    OmissionReason.DUPLICATE,
-                    self.cost(entry),
-                    entry.score,
-                )
-            )
-            self._settled.add(entry.item.id)
+        self._offered.append((entry,))
+        return self._offer(entry, available, may_truncate=may_truncate)
+
+    def _offer(self, entry: Entry, available: int, *, may_truncate: bool) -> bool:
+        item = entry.item
+        if item.id in self._settled:
+            return item.id in self._chosen
+        if item.fingerprint in self._fingerprints:
+            # Its content is in already: never taken, and settle says it is a duplicate.
+            self._settled.add(item.id)
+            self.waiting.discard(item.id)
             return False
         available = min(available, self.budget - self._total)
-        line = self._line_cost(entry.item)
+        line = self._line_cost(item)
         if line > available and not may_truncate:
-            # Headers only add to the line, so it cannot fit. Most offers of a large pool end
-            # here once the budget is spent; what it would cost is settled at the end.
-            self.skipped[entry.item.id] = entry
+            # Headers only add to the line, so it cannot fit.
+            self.waiting.add(item.id)
             return False
         cost = line + self._headers(entry)
         if cost <= available:
-            self._take(entry, entry.item.body, cost, truncated=False)
+            self._take(entry, item.body, cost, truncated=False)
             return True
         if may_truncate and cost > self.allocation[entry.tier]:
             body = self._truncate(entry, available - self._headers(entry))
             if body is not None:
                 self._take(
-                    entry, body, self._line(entry.item, body) + self._headers(entry), truncated=True
+                    entry, body, self._line(item, body) + self._headers(entry), truncated=True
                 )
                 return True
-        self.skipped[entry.item.id] = entry
+        self.waiting.add(item.id)
         return False
 
     def _take(self, entry: Entry, body: str, cost: int, *, truncated: bool) -> None:
@@ -215,10 +235,30 @@ class Packer:
         self._fingerprints.add(entry.item.fingerprint)
         self._chosen.add(entry.item.id)
         self._settled.add(entry.item.id)
-        self.skipped.pop(entry.item.id, None)
+        self.waiting.discard(entry.item.id)
         self.selections.append(
             Selection(entry.item, entry.tier, entry.score, entry.reason, cost, body, truncated)
         )
+
+    def rescore(self, scores: Mapping[str, float]) -> None:
+        """Report ``scores`` for the items they name (their tier's pool was scored again, wider).
+
+        Packing order stands; what changes is the score each selection and omission carries,
+        so that all of a tier's scores come from one scoring of one pool.
+        """
+        self._scores.update(scores)
+        self.selections = [
+            attrs.evolve(s, score=scores[s.item.id]) if s.item.id in scores else s
+            for s in self.selections
+        ]
+
+    def rescored(self, omissions: list[Omission]) -> list[Omission]:
+        """``omissions`` made before a rescore, carrying the scores it gave."""
+        scores = self._scores
+        return [
+            attrs.evolve(o, score=scores[o.item_id]) if o.item_id in scores else o
+            for o in omissions
+        ]
 
     def drop(self, selection: Selection, reason: OmissionReason) -> None:
         """Take a chosen item back out (the render check's last resort), recording why."""
@@ -246,47 +286,60 @@ class Packer:
         return best
 
     def offer_all(
-        self, entries: Iterable[Entry], available: Callable[[], int], *, may_truncate: bool
+        self, entries: Sequence[Entry], available: Callable[[], int], *, may_truncate: bool
     ) -> None:
         """Offer entries in order, each against the room ``available()`` reports at its turn.
 
-        The room only changes when an entry is taken, so it is asked for again only then; and
-        an entry seen before whose line alone exceeds the room is passed over without a call,
-        which is the fate of most of a large pool once the budget is spent.
+        The room only shrinks, and only when an entry is taken; headers only add to a line. So
+        an entry whose line alone exceeds the room at the start can never fit, and only the
+        few that might are looked at one by one: a large pool is mostly left out, and settle
+        explains those at the end.
         """
+        self._offered.append(entries)
         room = available()
-        for entry in entries:
-            if not may_truncate:
-                item = entry.item
-                line = self._line_costs.get(item.id)
-                if (
-                    line is not None
-                    and line > room
-                    and item.id in self.skipped
-                    and item.fingerprint not in self._fingerprints
-                ):
-                    continue
-            if self.offer(entry, room, may_truncate=may_truncate):
+        if may_truncate:
+            for entry in entries:
+                if self._offer(entry, room, may_truncate=True):
+                    room = available()
+            return
+        lines = self._lines(entries)
+        for at in np.flatnonzero(lines <= room).tolist():
+            if lines[at] <= room and self._offer(entries[at], room, may_truncate=False):
                 room = available()
 
     def settle(self, reach: dict[Tier, int]) -> list[Omission]:
         """Omissions for every offered entry left out, by why (``reach``: a tier's best room).
 
-        An omission's tokens are what the entry would cost in the final package. Most of a
-        large pool ends here, so headers are only looked up for entries whose section or
-        session group the package has not opened.
+        A left-out entry whose content a chosen item already shows is a duplicate; otherwise it
+        is over budget when it could not fit in its tier's best room, else it lost to better
+        candidates. An omission's tokens are what the entry would cost in the final package;
+        headers are only looked up for entries whose section or session group the package has
+        not opened.
         """
         line_costs, sections, groups = self._line_costs, self._sections, self._groups
+        fingerprints = self._fingerprints
         over, lower = OmissionReason.OVER_BUDGET, OmissionReason.LOWER_SCORE
+        duplicate = OmissionReason.DUPLICATE
         settled = self.omissions.append
-        for entry in self.skipped.values():
-            item, tier = entry.item, entry.tier
-            cost = line_costs.get(item.id)
-            if cost is None:
-                cost = self._line_cost(item)
-            if tier not in sections or (item.session and (tier, item.session) not in groups):
-                cost += self._headers(entry)
-            reason = over if cost > reach[tier] else lower
-            settled(Omission(item.id, tier, reason, cost, entry.score))
-        self.skipped.clear()
+        scores = self._scores
+        seen = set(self._chosen)
+        for entries in self._offered:
+            for entry in entries:
+                item, tier = entry.item, entry.tier
+                if item.id in seen:
+                    continue
+                seen.add(item.id)
+                cost = line_costs.get(item.id)
+                if cost is None:
+                    cost = self._line_cost(item)
+                if tier not in sections or (item.session and (tier, item.session) not in groups):
+                    cost += self._headers(entry)
+                if item.fingerprint in fingerprints:
+                    reason = duplicate
+                else:
+                    reason = over if cost > reach[tier] else lower
+                score = scores.get(item.id, entry.score) if scores else entry.score
+                settled(Omission(item.id, tier, reason, cost, score))
+        self._offered.clear()
+        self.waiting.clear()
         return self.omissions

@@ -27,7 +27,9 @@ def project_selections(backend, **limits):
     assembler = ContextAssembler(
         backend,
         clock=lambda: NOW,
-        config=AssemblerConfig(head=0, tail=0, limits=GatherLimits(per_source=5, **limits)),
+        config=AssemblerConfig(
+            head=0, tail=0, limits=GatherLimits(**{"per_source": 5, **limits})
+        ),
         confirm=lambda _request: True,
     )
     project = assembler.project_store("p")
@@ -40,8 +42,24 @@ def project_selections(backend, **limits):
     return [s for s in package.selections if s.tier is Tier.PROJECT]
 
 
+def project_scores(backend, **limits):
+    return {s.item.id: s.score for s in project_selections(backend, **limits)}
+
+
 def test_a_spent_pool_is_widened_until_the_budget_or_the_store_runs_out(backend):
     assert len(project_selections(backend)) == NOTES
+
+
+def test_widened_scores_are_one_scoring_of_the_whole_pool(backend):
+    """After widening, every score of the tier is on one scale, as if gathered wide at once.
+
+    Widening twice from five per source ends with every note in the pool, which is what one
+    gather of a hundred per source holds; the scores must be the same, newcomers included.
+    """
+    widened = project_scores(backend)
+    at_once = project_scores(backend, per_source=100, widening_rounds=0)
+    assert widened.keys() == at_once.keys()
+    assert widened == pytest.approx(at_once)
 
 
 def test_no_widening_keeps_to_the_first_pool(backend):
