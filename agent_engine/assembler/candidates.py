@@ -9,8 +9,11 @@ are computed from their stored vectors, so every candidate is scored on every si
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import re
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Executor, Future, wait
 from datetime import datetime
 
 import attrs
@@ -25,8 +28,9 @@ from agent_engine.assembler.policies import (
     Candidates,
     Policy,
 )
-from agent_engine.embeddings import normalize_rows
+from agent_engine.embeddings import Embedder, normalize_rows
 from agent_engine.errors import ValidationError
+from agent_engine.memory.backend import SearchHit
 from agent_engine.models import ContextItem, Status, Vector
 from agent_engine.tiers.base import TierStore
 
@@ -96,6 +100,7 @@ def gather(
     *,
     known: Mapping[str, ContextItem] | None = None,
     query_vectors: QueryVectors | None = None,
+    background: Executor | None = None,
 ) -> tuple[Candidates, list[ContextItem], bool]:
     """Collect the candidates of ``store`` with their signals, and its pinned items.
 
@@ -103,7 +108,8 @@ def gather(
     find more). ``known``: items an earlier, narrower gather already fetched; they join the
     pool without being read again, and every signal is computed over the whole pool, so a
     wider pool is scored on one scale with the narrower one. ``query_vectors``: the build's
-    query embeddings so far (filled in here).
+    query embeddings so far (filled in here). ``background``: where to run the vector search
+    (the query embedding included) while BM25 scores in this thread; without it, both run here.
     """
     known = known or {}
     wanted = policy.sources
@@ -115,35 +121,42 @@ def gather(
     if index is not None and not len(index):  # it indexes every item of the tier: none yet
         return Candidates(tier=store.tier, query=query, items={}, now=now), [], False
     names = named_sources(query, index.sources()) if index is not None and query else frozenset()
-    lexical = index.hits(query) if LEXICAL in wanted and query and index is not None else None
-    lexical_best = lexical.best(limits.per_source) if lexical is not None else []
+    lexical_work = LEXICAL in wanted and bool(query) and index is not None
+    dense = None
+    if DENSE in wanted:
+        dense_query = strip_names(query, names) if policy.strip_sources else query
+        dense = _start_search(
+            store,
+            dense_query,
+            limits.per_source,
+            query_vectors if query_vectors is not None else {},
+            background if lexical_work else None,
+        )
+    try:
+        lexical = index.hits(query) if lexical_work and index is not None else None
+        lexical_best = lexical.best(limits.per_source) if lexical is not None else []
+    finally:
+        if dense is not None:
+            wait([dense])  # never leave the store searched behind the caller's back
     ids: dict[str, None] = dict.fromkeys(lexical_best)
 
-    dense_query = strip_names(query, names) if policy.strip_sources else query
-    embedder = getattr(store.backend, "embedder", None)
     query_vector = None
     dense_best: list[str] = []
     found: dict[str, ContextItem] = {}
+    searched: dict[str, float] = {}
     saturated = lexical is not None and len(lexical) > limits.per_source
-    if DENSE in wanted and dense_query and embedder is not None:
-        memo = query_vectors if query_vectors is not None else {}
-        key = (id(embedder), dense_query)
-        query_vector = memo.get(key)
-        if query_vector is None:
-            query_vector = memo[key] = normalize_rows(embedder.embed([dense_query]))[0]
-        hits = store.search(query_vector, k=limits.per_source)
+    if dense is not None:
+        query_vector, hits = dense.result()
         found = {hit.item.id: hit.item for hit in hits}  # fetched already: not read twice
+        searched = {hit.item.id: hit.score for hit in hits}
         dense_best = list(found)
         ids.update(dict.fromkeys(dense_best))
         saturated = saturated or len(dense_best) == limits.per_source
-    if RECENT in wanted:
-        recent = store.query(None, limit=limits.per_source)
-        ids.update(dict.fromkeys(i.id for i in recent))
-        saturated = saturated or len(recent) == limits.per_source
-    if IMPORTANT in wanted:
-        important = store.query(None, limit=limits.per_source, order_by="importance")
-        ids.update(dict.fromkeys(i.id for i in important))
-        saturated = saturated or len(important) == limits.per_source
+    for source, order in ((RECENT, "timestamp"), (IMPORTANT, "importance")):
+        if source in wanted:
+            newest_or_best = store.query(None, limit=limits.per_source, order_by=order)
+            ids.update(dict.fromkeys(i.id for i in newest_or_best))
+            saturated = saturated or len(newest_or_best) == limits.per_source
     if NEIGHBOURS in wanted and index is not None:
         seeds = lexical_best[: limits.neighbour_seeds] + dense_best[: limits.neighbour_seeds]
         for near in index.neighbourhoods(dict.fromkeys(seeds), limits.radius).values():
@@ -162,7 +175,7 @@ def gather(
         tier=store.tier,
         query=query,
         items=items,
-        dense=_cosines(items, query_vector),
+        dense=_cosines(items, query_vector, searched),
         lexical=lexical.of(items) if lexical else {},
         neighbours=(
             index.links(items, limits.radius) if NEIGHBOURS in wanted and index is not None else {}
@@ -173,15 +186,58 @@ def gather(
     return candidates, pinned, saturated
 
 
-def _cosines(items: dict[str, ContextItem], query: Vector | None) -> dict[str, float]:
-    """Cosine of every pool item that has a vector (one matrix product)."""
-    vectors = [(item.id, item.embedding) for item in items.values() if item.embedding is not None]
-    if query is None or not vectors:
+def _start_search(
+    store: TierStore, text: str, k: int, memo: QueryVectors, background: Executor | None
+) -> Future[tuple[Vector, list[SearchHit]]] | None:
+    """The vector search for ``text``: started on ``background``, or done here without it.
+
+    ``None`` when there is nothing to search with (no text, or a backend without embedder).
+    """
+    embedder: Embedder | None = getattr(store.backend, "embedder", None)
+    if not text or embedder is None:
+        return None
+    search = functools.partial(_search, store, embedder, text, memo, k)
+    if background is not None:
+        return background.submit(contextvars.copy_context().run, search)
+    done: Future[tuple[Vector, list[SearchHit]]] = Future()
+    done.set_result(search())
+    return done
+
+
+def _search(
+    store: TierStore, embedder: Embedder, text: str, memo: QueryVectors, k: int
+) -> tuple[Vector, list[SearchHit]]:
+    """Embed ``text`` (once per build and embedder: ``memo``) and search the store with it."""
+    key = (id(embedder), text)
+    vector = memo.get(key)
+    if vector is None:
+        vector = memo[key] = normalize_rows(embedder.embed([text]))[0]
+    return vector, store.search(vector, k=k)
+
+
+def _cosines(
+    items: dict[str, ContextItem], query: Vector | None, searched: dict[str, float]
+) -> dict[str, float]:
+    """Cosine of every pool item that has a vector (one matrix product).
+
+    ``searched``: cosines the vector search already reported (its hits' scores), which are
+    not computed again; reading the stored vectors of a large store's items is most of the cost.
+    """
+    if query is None:
         return {}
+    vectors = [
+        (item.id, item.embedding)
+        for item in items.values()
+        if item.embedding is not None and item.id not in searched
+    ]
+    if not vectors:
+        return {i: searched[i] for i in items if i in searched}
     matrix = np.array([vector for _, vector in vectors], dtype=np.float32)
     # Dividing the dot products by the row norms is normalizing the rows, for a fraction of
     # the arithmetic (zero rows stay zero).
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     norms[norms == 0] = 1.0
     scores = ((matrix @ query) / norms).tolist()
-    return dict(zip((item_id for item_id, _ in vectors), scores, strict=True))
+    cosines = {i: searched[i] for i in items if i in searched}
+    cosines.update(zip((item_id for item_id, _ in vectors), scores, strict=True))
+    return cosines

@@ -20,7 +20,7 @@ left out. Nothing is ever added past the budget.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import date
+from datetime import date, datetime
 from typing import NamedTuple
 
 import attrs
@@ -125,23 +125,29 @@ class Packer:
     def _headers(self, entry: Entry) -> int:
         cost = 0
         if entry.tier not in self._sections:
-            section = self._section_costs.get(entry.tier)
-            if section is None:
-                section = sum(self._count(part) for part in self.layout.section(entry.tier))
-                self._section_costs[entry.tier] = section
-            cost += section
+            cost += self._section_cost(entry.tier)
         session = entry.item.session
         if session and (entry.tier, session) not in self._groups:
-            key = (session, entry.item.timestamp.date())
-            group_cost = self._group_memo.get(key)
-            if group_cost is None:
-                group_cost = self._group_costs.get(key)
-                if group_cost is None:
-                    group = self.layout.group(session, entry.item.timestamp)
-                    group_cost = self._group_costs[key] = sum(self._count(p) for p in group)
-                self._group_memo[key] = group_cost
-            cost += group_cost
+            cost += self._group_cost(session, entry.item.timestamp)
         return cost
+
+    def _section_cost(self, tier: Tier) -> int:
+        section = self._section_costs.get(tier)
+        if section is None:
+            section = sum(self._count(part) for part in self.layout.section(tier))
+            self._section_costs[tier] = section
+        return section
+
+    def _group_cost(self, session: str, started: datetime) -> int:
+        key = (session, started.date())
+        group_cost = self._group_memo.get(key)
+        if group_cost is None:
+            group_cost = self._group_costs.get(key)
+            if group_cost is None:
+                group = self.layout.group(session, started)
+                group_cost = self._group_costs[key] = sum(self._count(p) for p in group)
+            self._group_memo[key] = group_cost
+        return group_cost
 
     def _overhead(self, item: ContextItem) -> int:
         overhead = self._line_overhead.get(item.kind)
@@ -171,10 +177,20 @@ class Packer:
         kept = self._line_arrays.get(id(entries))
         if kept is not None and kept[0] is entries:
             return kept[1]
-        line_cost = self._line_cost
-        lines = np.fromiter(
-            (line_cost(entry.item) for entry in entries), dtype=np.int64, count=len(entries)
-        )
+        line_costs, line_cost = self._line_costs, self._line_cost
+        overheads = self._line_overhead if self._cached_costs_shown else {}
+        costs = []
+        for entry in entries:  # inlined _line_cost: a ranked list holds hundreds of entries
+            item = entry.item
+            cost = line_costs.get(item.id)
+            if cost is None:
+                overhead, cached = overheads.get(item.kind), item.token_cost
+                if overhead is None or cached is None:
+                    cost = line_cost(item)
+                else:
+                    cost = line_costs[item.id] = overhead + cached
+            costs.append(cost)
+        lines = np.array(costs, dtype=np.int64)
         self._line_arrays[id(entries)] = (entries, lines)
         return lines
 
@@ -322,24 +338,29 @@ class Packer:
         duplicate = OmissionReason.DUPLICATE
         settled = self.omissions.append
         scores = self._scores
+        group_cost = self._group_cost
         seen = set(self._chosen)
         for entries in self._offered:
             for entry in entries:
                 item, tier = entry.item, entry.tier
-                if item.id in seen:
+                item_id = item.id
+                if item_id in seen:
                     continue
-                seen.add(item.id)
-                cost = line_costs.get(item.id)
+                seen.add(item_id)
+                cost = line_costs.get(item_id)
                 if cost is None:
                     cost = self._line_cost(item)
-                if tier not in sections or (item.session and (tier, item.session) not in groups):
-                    cost += self._headers(entry)
+                if tier not in sections:
+                    cost += self._section_cost(tier)
+                session = item.session
+                if session and (tier, session) not in groups:
+                    cost += group_cost(session, item.timestamp)
                 if item.fingerprint in fingerprints:
                     reason = duplicate
                 else:
                     reason = over if cost > reach[tier] else lower
-                score = scores.get(item.id, entry.score) if scores else entry.score
-                settled(Omission(item.id, tier, reason, cost, score))
+                score = scores.get(item_id, entry.score) if scores else entry.score
+                settled(Omission(item_id, tier, reason, cost, score))
         self._offered.clear()
         self.waiting.clear()
         return self.omissions

@@ -20,6 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
+from itertools import repeat
 
 import attrs
 import numpy as np
@@ -420,7 +421,7 @@ class LexicalHits:
         """:meth:`get` of many items in one array read (a build asks for its whole pool)."""
         ids = list(item_ids)
         size = len(self._total)
-        rows = np.fromiter((self._row_of.get(i, size) for i in ids), dtype=np.int64, count=len(ids))
+        rows = np.fromiter(map(self._row_of.get, ids, repeat(size)), dtype=np.int64, count=len(ids))
         held = rows < size
         scores = np.zeros(len(ids), dtype=np.float64)
         scores[held] = self._total[rows[held]]

@@ -39,3 +39,27 @@ def test_parallel_builds_match_serial_builds(backend):
         parallel = list(pool.map(render, jobs))
     assert parallel == serial
     assert len(set(serial)) > len(TOPICS)  # the builds differ: the comparison means something
+
+
+def test_searches_on_a_worker_thread_give_the_same_packages(backend):
+    """Overlapping a tier's vector search with its BM25 scoring changes nothing in a package."""
+    overlapped, in_line = (
+        ContextAssembler(
+            backend,
+            clock=lambda: NOW,
+            config=AssemblerConfig(track_access=False, overlap_searches=overlap),
+        )
+        for overlap in (True, False)
+    )
+    project = overlapped.project_store("p")
+    for i in range(60):
+        topic = TOPICS[i % len(TOPICS)]
+        project.add_decision(f"{topic} decision {i}: keep the {topic} retries at {i}")
+    task = Task(id="t", project_id="p", description="fix the retries")
+    overlapped.task_store(task).add_reasoning("deploy step one", "work")  # one shared backend
+    for topic in TOPICS:
+        request = ContextRequest(budget_tokens=150, query=f"{topic} retries")
+        one, other = (a.build_context(task, request) for a in (overlapped, in_line))
+        assert one.selections == other.selections
+        assert one.omissions == other.omissions
+        assert any(topic in s.item.text for s in one.selections)

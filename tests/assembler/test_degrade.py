@@ -8,6 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agent_engine import (
+    AssemblerConfig,
     BackendError,
     BackendUnavailableError,
     ContextAssembler,
@@ -29,6 +30,7 @@ class BreakableBackend(InMemoryBackend):
     def __init__(self):
         super().__init__(embedder=HashingEmbedder(dim=32))
         self.reads_fail = False
+        self.search_fails = False
         self.touch_fails = False
 
     def _check(self, broken):
@@ -44,7 +46,7 @@ class BreakableBackend(InMemoryBackend):
         return super().get_many(item_ids)
 
     def search(self, *args, **kwargs):
-        self._check(self.reads_fail)
+        self._check(self.reads_fail or self.search_fails)
         return super().search(*args, **kwargs)
 
     def lexical_index(self, filters=None):
@@ -118,6 +120,27 @@ class TestTierFailure:
         with pytest.raises(BackendUnavailableError):
             build(assembler, strict=True)
         assert build(assembler).failures[0].tier is Tier.GLOBAL
+
+    @pytest.mark.parametrize("overlap", [True, False])
+    def test_a_failing_vector_search_degrades_its_tier(self, backends, overlap):
+        """The vector search may run on a worker thread: its failure is the tier's all the same."""
+        config = AssemblerConfig(overlap_searches=overlap)
+        assembler = ContextAssembler(
+            task_backend=backends[Tier.TASK],
+            project_backend=backends[Tier.PROJECT],
+            global_backend=backends[Tier.GLOBAL],
+            clock=lambda: NOW,
+            config=config,
+        )
+        assembler.project_store("p").add_pattern("Index foreign keys")
+        assembler.task_store(TASK).add_reasoning("Bisecting the slow query", "perf")
+        backends[Tier.PROJECT].search_fails = True
+        request = ContextRequest(budget_tokens=500, query="slow query foreign keys")
+        package = assembler.build_context(TASK, request)
+        assert [f.tier for f in package.failures] == [Tier.PROJECT]
+        assert {s.tier for s in package.selections} == {Tier.TASK}
+        with pytest.raises(BackendUnavailableError, match="database is locked"):
+            assembler.build_context(TASK, request, strict=True)
 
     def test_healthy_build_reports_no_failure(self, assembler):
         """Without a failing backend the package reports none."""
