@@ -94,7 +94,7 @@ class Packer:
         # in every package of one layout, so the caller may share that cache across builds.
         self._line_costs: dict[str, int] = {}
         self._group_costs = group_costs if group_costs is not None else CostCache(1024)
-        # The shared cache takes a lock per read; a pool's items share few sessions.
+        # A pool's items share few sessions: most group lookups end in this per-build memo.
         self._group_memo: dict[tuple[str, date], int] = {}
         # Every list of entries offered, in order: settle explains each entry left out once.
         self._offered: list[Sequence[Entry]] = []
@@ -200,10 +200,6 @@ class Packer:
             return 0
         lines = np.sort(self._lines(entries))
         return int(lines[(len(lines) - 1) // 2])  # the lower median, as median_low
-
-    def cost(self, entry: Entry) -> int:
-        """What adding the entry costs now, headers it would open included."""
-        return self._line_cost(entry.item) + self._headers(entry)
 
     # ------------------------------------------------------------------ adding
 

@@ -80,8 +80,13 @@ class RowIndex:
         self.dead = 0
         self.digest = 0
         self._view: npt.NDArray[np.float32] | None = None
+        # Per namespace: its live rows as a sorted array, with the rows written since (an agent
+        # writes between steps: re-sorting a large namespace per write cost more than the
+        # search), and a bitmap of its rows that HNSW's selector reads, updated in place.
         self._ns_cache: dict[str, npt.NDArray[np.int64]] = {}
-        self._selectors: dict[str, tuple[npt.NDArray[np.int64], Any]] = {}
+        self._ns_added: dict[str, list[int]] = {}
+        self._ns_removed: dict[str, list[int]] = {}
+        self._bitmaps: dict[str, tuple[npt.NDArray[np.uint8], Any]] = {}
         self._live_selector: tuple[npt.NDArray[np.int64], Any, Any] | None = None
         self._dead_cache: npt.NDArray[np.int64] | None = None
 
@@ -119,22 +124,62 @@ class RowIndex:
         return self._view
 
     def namespace_rows(self, namespace: str) -> npt.NDArray[np.int64]:
-        """Live rows of one namespace, sorted (cached until that namespace changes)."""
+        """Live rows of one namespace, sorted.
+
+        Kept between searches and brought up to date with the rows written since: rows are
+        appended in increasing order, so new ones extend the sorted array as they are.
+        """
         rows = self._ns_cache.get(namespace)
         if rows is None:
-            rows = np.fromiter(sorted(self.ns_rows.get(namespace, ())), dtype=np.int64)
-            self._ns_cache[namespace] = rows
-            self._selectors.pop(namespace, None)
+            rows = np.fromiter(self.ns_rows.get(namespace, ()), dtype=np.int64)
+            rows.sort()
+        else:
+            added = self._ns_added.pop(namespace, None)
+            removed = self._ns_removed.pop(namespace, None)
+            if added:
+                rows = np.concatenate((rows, np.asarray(added, dtype=np.int64)))
+            if removed:
+                rows = rows[~np.isin(rows, np.asarray(removed, dtype=np.int64))]
+        self._ns_cache[namespace] = rows
         return rows
 
     def namespace_selector(self, namespace: str) -> Any:
-        """A FAISS ID selector of one namespace's live rows (kept while its rows are)."""
-        rows = self.namespace_rows(namespace)
-        cached = self._selectors.get(namespace)
-        if cached is None or cached[0] is not rows:
-            cached = (rows, self.faiss.IDSelectorBatch(rows))
-            self._selectors[namespace] = cached
-        return cached[1]
+        """A FAISS ID selector of one namespace's live rows.
+
+        A bitmap over every row, which writes update in place; it is built again only when
+        the index outgrows it (with room for as many rows again).
+        """
+        cached = self._bitmaps.get(namespace)
+        if cached is not None and len(cached[0]) * 8 >= self.size:
+            return cached[1]
+        capacity = max(2 * self.size, 8192)
+        mask = np.zeros(capacity, dtype=bool)
+        mask[self.namespace_rows(namespace)] = True
+        bits = np.packbits(mask, bitorder="little")
+        selector = self.faiss.IDSelectorBitmap(len(bits), self.faiss.swig_ptr(bits))
+        self._bitmaps[namespace] = (bits, selector)  # the selector reads ``bits``: keep both
+        return selector
+
+    def _forget_rows(self, namespace: str) -> None:
+        self._ns_cache.pop(namespace, None)
+        self._ns_added.pop(namespace, None)
+        self._ns_removed.pop(namespace, None)
+        self._bitmaps.pop(namespace, None)
+
+    def _mark(self, namespace: str, row: int, *, member: bool) -> None:
+        """Record that ``row`` joined or left ``namespace`` in its kept rows and bitmap."""
+        if namespace in self._ns_cache:
+            changes = self._ns_added if member else self._ns_removed
+            changes.setdefault(namespace, []).append(row)
+        cached = self._bitmaps.get(namespace)
+        if cached is not None:
+            bits = cached[0]
+            if row >= len(bits) * 8:
+                del self._bitmaps[namespace]  # outgrown: rebuilt, larger, at the next search
+            elif member:
+                bits[row >> 3] |= 1 << (row & 7)
+            else:
+                bits[row >> 3] &= ~(1 << (row & 7)) & 0xFF
 
     def dead_rows(self) -> npt.NDArray[np.int64]:
         """Rows marked dead (cached until the next change)."""
@@ -171,7 +216,7 @@ class RowIndex:
             self.namespace_of_row.append(namespace)
             self.row_of[item_id] = row
             self.ns_rows.setdefault(namespace, set()).add(row)
-            self._ns_cache.pop(namespace, None)
+            self._mark(namespace, row, member=True)
             self.digest = (self.digest + item_digest(item_id, vector)) & _MASK64
 
     def remove(self, item_id: str) -> bool:
@@ -187,7 +232,7 @@ class RowIndex:
         members.discard(row)
         if not members:
             del self.ns_rows[namespace]
-        self._ns_cache.pop(namespace, None)
+        self._mark(namespace, row, member=False)
         self.digest = (self.digest - item_digest(item_id, self.vectors()[row])) & _MASK64
         return True
 
@@ -202,8 +247,8 @@ class RowIndex:
             del self.ns_rows[old]
         self.ns_rows.setdefault(namespace, set()).add(row)
         self.namespace_of_row[row] = namespace
-        self._ns_cache.pop(old, None)
-        self._ns_cache.pop(namespace, None)
+        self._forget_rows(old)  # an old row joins the other: its sorted rows are built anew
+        self._forget_rows(namespace)
 
     def needs_compaction(self) -> bool:
         """Whether dead rows outnumber live ones (and are worth a rebuild)."""

@@ -7,9 +7,12 @@ import sys
 import attrs
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.errors import BackendUnavailableError, ValidationError
+from agent_engine.memory._faiss_index import RowIndex
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.testing.conformance import make_item
@@ -170,3 +173,41 @@ def test_index_holds_the_vectors_the_store_holds():
     hits = backend.search(fresh.embedding, k=1)
     assert hits[0].item.id == "item-00001"
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove", "move", "search"]),
+        st.integers(0, 59),
+        st.sampled_from(["ns-a", "ns-b", "ns-c"]),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(operations)
+def test_kept_namespace_rows_and_selectors_follow_every_write(ops):
+    """Rows and selectors kept between searches equal a recount from the writes, after any mix.
+
+    Writes between searches update them in place (new rows extend the sorted rows, removals
+    and moves are applied at the next search, bitmap bits flip); a mistake would let a search
+    see another namespace's rows or miss its own.
+    """
+    rows = RowIndex("hnsw", 4, hnsw_m=8, ef_construction=16)
+    rng = np.random.default_rng(1)
+    for op, n, namespace in ops:
+        item_id = f"item-{n}"
+        if op == "add":
+            rows.add([(item_id, namespace, rng.standard_normal(4).astype(np.float32))])
+        elif op == "remove":
+            rows.remove(item_id)
+        elif op == "move" and item_id in rows.row_of:
+            rows.move(item_id, namespace)
+        for name in ("ns-a", "ns-b", "ns-c"):
+            if op == "search" or name == namespace:
+                expected = sorted(rows.ns_rows.get(name, ()))
+                assert rows.namespace_rows(name).tolist() == expected
+                selector = rows.namespace_selector(name)
+                members = [row for row in range(rows.size) if selector.is_member(row)]
+                assert members == expected
