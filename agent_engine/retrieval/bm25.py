@@ -78,6 +78,7 @@ class LexicalIndex:
         self._session_of_row = np.zeros(0, dtype=np.int64)
         self._place_of_row = np.zeros(0, dtype=np.int64)
         self._shifted: set[str] = set()
+        self._scratch = np.zeros(0, dtype=np.float64)  # see hits()
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -277,19 +278,35 @@ class LexicalIndex:
     # ------------------------------------------------------------------ queries
 
     def hits(self, query: str) -> LexicalHits:
-        """BM25 scores of ``query`` against every item (each query term counts once)."""
+        """BM25 scores of ``query`` against every item (each query term counts once).
+
+        Scores add up in one array over every row, kept by the index and zeroed again where
+        this query touched it: a fresh array per query cost a page fault per 4 KiB in a
+        process whose allocator had returned the last one, which made the same query up to
+        twice as slow from one process to the next. The hits keep only the rows that scored.
+        """
         with self._lock:
             self._refresh()
-            total = np.zeros(len(self._ids), dtype=np.float64)
+            rows = len(self._ids)
+            if len(self._scratch) < rows:
+                self._scratch = np.zeros(max(rows, 2 * len(self._scratch)), dtype=np.float64)
+            total = self._scratch[:rows]
             terms = [term for term in dict.fromkeys(analyze(query)) if term in self._postings]
             norm = None
             if terms and any(term not in self._weights for term in terms):
                 norm = self._norm()
-            for term in terms:
-                weights = self._term_weights(term, len(self._row_of), norm)
-                if weights is not None:
-                    total[weights[0]] += weights[1]
-            return LexicalHits(total, self._ids, self._row_of)
+            try:
+                for term in terms:
+                    weights = self._term_weights(term, len(self._row_of), norm)
+                    if weights is not None:
+                        total[weights[0]] += weights[1]
+            except BaseException:
+                self._scratch = np.zeros(0, dtype=np.float64)  # never reuse a half-summed one
+                raise
+            hit = np.flatnonzero(total)
+            scores = total[hit]
+            total[hit] = 0.0
+            return LexicalHits(hit, scores, rows, self._ids, self._row_of)
 
     def scores(self, query: str) -> dict[str, float]:
         """BM25 score of every item sharing a term with ``query``."""
@@ -389,7 +406,7 @@ def _adjacent(members: list[str], at: int) -> list[str]:
 
 
 class LexicalHits:
-    """One query's BM25 scores, kept as an array over the index's rows.
+    """One query's BM25 scores: the rows that scored, sorted, and their scores.
 
     A build needs the best few hundred ids and the scores of its candidate pool; a dict of
     every matching item (thousands in a large store) would cost more than the scoring did.
@@ -397,14 +414,17 @@ class LexicalHits:
 
     def __init__(
         self,
-        total: npt.NDArray[np.float64],
+        rows: npt.NDArray[np.int64],
+        scores: npt.NDArray[np.float64],
+        size: int,
         ids: list[str],
         row_of: dict[str, int],
     ) -> None:
-        self._total = total
+        self._hit = rows
+        self._scores = scores
+        self._size = size  # rows the index had when the query ran
         self._ids = ids
         self._row_of = row_of
-        self._hit = np.flatnonzero(total)
 
     def __len__(self) -> int:
         return len(self._hit)
@@ -413,24 +433,27 @@ class LexicalHits:
         """The item's score (``default`` for an item the index does not hold)."""
         row = self._row_of.get(item_id)
         # A write after the query may have moved the item to a row this query never scored.
-        if row is None or row >= len(self._total):
+        if row is None or row >= self._size:
             return default
-        return float(self._total[row])
+        at = int(np.searchsorted(self._hit, row))
+        return float(self._scores[at]) if at < len(self._hit) and self._hit[at] == row else 0.0
 
     def of(self, item_ids: Iterable[str]) -> dict[str, float]:
         """:meth:`get` of many items in one array read (a build asks for its whole pool)."""
         ids = list(item_ids)
-        size = len(self._total)
+        size = self._size
         rows = np.fromiter(map(self._row_of.get, ids, repeat(size)), dtype=np.int64, count=len(ids))
-        held = rows < size
+        at = np.searchsorted(self._hit, rows)
+        inside = at < len(self._hit)
+        scored = np.zeros(len(ids), dtype=bool)
+        scored[inside] = self._hit[at[inside]] == rows[inside]
         scores = np.zeros(len(ids), dtype=np.float64)
-        scores[held] = self._total[rows[held]]
+        scores[scored] = self._scores[at[scored]]
         return dict(zip(ids, scores.tolist(), strict=True))
 
     def best(self, k: int) -> list[str]:
         """The ``k`` best-scoring matching ids, best first, ties by id."""
-        rows = self._hit
-        scores = self._total[rows]
+        rows, scores = self._hit, self._scores
         if len(rows) > k > 0:
             # Everything scoring at least the k-th best, ties at the boundary included, so the
             # id tie-break below sees every candidate for the last places.
@@ -446,4 +469,5 @@ class LexicalHits:
 
     def as_dict(self) -> dict[str, float]:
         """Every matching id with its score."""
-        return {self._ids[row]: float(self._total[row]) for row in self._hit.tolist()}
+        ids, rows, scores = self._ids, self._hit.tolist(), self._scores.tolist()
+        return {ids[row]: score for row, score in zip(rows, scores, strict=True)}

@@ -27,9 +27,7 @@ def project_selections(backend, **limits):
     assembler = ContextAssembler(
         backend,
         clock=lambda: NOW,
-        config=AssemblerConfig(
-            head=0, tail=0, limits=GatherLimits(**{"per_source": 5, **limits})
-        ),
+        config=AssemblerConfig(head=0, tail=0, limits=GatherLimits(**{"per_source": 5, **limits})),
         confirm=lambda _request: True,
     )
     project = assembler.project_store("p")

@@ -286,13 +286,18 @@ class TestNeighbours:
 class TestHits:
     """The array-backed result a build ranks and looks pool scores up in."""
 
+    @staticmethod
+    def items():
+        words = ["deploy", "retry", "cache", "deploy retry", "deploy cache", "retry cache"]
+        # Repeated texts give exact score ties, which the id tie-break must order.
+        return [item(f"i{n:02d}", words[n % len(words)]) for n in range(30)] + [
+            item("other", "nothing in common")
+        ]
+
     @pytest.fixture
     def index(self):
         index = LexicalIndex(neighbour_weight=0.0)
-        words = ["deploy", "retry", "cache", "deploy retry", "deploy cache", "retry cache"]
-        # Repeated texts give exact score ties, which the id tie-break must order.
-        index.upsert(item(f"i{n:02d}", words[n % len(words)]) for n in range(30))
-        index.upsert([item("other", "nothing in common")])
+        index.upsert(self.items())
         return index
 
     @pytest.mark.parametrize("k", [1, 3, 5, 12, 29, 40])
@@ -316,6 +321,16 @@ class TestHits:
         index.upsert([item("i03", "deploy deploy retry")])
         index.hits("zebra")  # re-indexed: i03 now lives on a row this query never scored
         assert hits.of(["i03"]) == {"i03": 0.0} == {"i03": hits.get("i03")}
+
+    def test_queries_in_turn_score_as_each_alone(self, index):
+        """The index sums every query in one kept array: nothing carries over between queries."""
+        first = index.hits("deploy")
+        kept = first.as_dict()
+        for query in ["retry cache", "deploy", "zebra", "cache deploy retry"]:
+            alone = LexicalIndex(neighbour_weight=0.0)
+            alone.upsert(self.items())
+            assert_same_scores(index.hits(query).as_dict(), alone.scores(query))
+        assert first.as_dict() == kept  # hits already taken are not touched by later queries
 
     def test_no_shared_term_is_empty(self, index):
         hits = index.hits("zebra")
