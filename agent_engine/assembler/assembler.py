@@ -74,10 +74,10 @@ class AssemblerConfig:
     anything from its middle. ``profiles`` maps agent profile names to tier splits.
     ``min_score``: ranked candidates scoring below it are left out. ``track_access``: record
     accesses of chosen items (turn off for read-only evaluation). ``overlap_searches``: run a
-    tier's vector search (and the query embedding) on a worker thread while its BM25 scoring
-    runs in the caller's; FAISS, numpy, torch and database drivers release the GIL, so the two
-    overlap (about 0.8 ms of a 5 ms build at 100k items on HNSW). Turn it off to keep every
-    read on the calling thread.
+    large tier's vector search (and the query embedding) on a worker thread while its BM25
+    scoring and other reads run in the caller's; FAISS, numpy, torch and database drivers
+    release the GIL, so they overlap (about 0.8 ms of a 5 ms build at 100k items on HNSW).
+    Turn it off to keep every read on the calling thread.
     """
 
     shares: TierShares = attrs.field(factory=TierShares)

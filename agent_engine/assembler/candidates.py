@@ -32,6 +32,7 @@ from agent_engine.embeddings import Embedder, normalize_rows
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import SearchHit
 from agent_engine.models import ContextItem, Status, Vector
+from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.tiers.base import TierStore
 
 __all__ = ["GatherLimits", "QueryVectors", "gather"]
@@ -39,6 +40,10 @@ __all__ = ["GatherLimits", "QueryVectors", "gather"]
 QueryVectors = dict[tuple[int, str], Vector]
 """Query embeddings of one build, by (embedder identity, text): tiers sharing an embedder
 embed the query once (a model embedding costs as much as the rest of a build)."""
+
+OVERLAP_FROM = 2000
+"""Items a tier needs before its vector search runs on a worker thread (handing it over and
+back costs about 0.1 ms, what searching and scoring a few hundred items cost)."""
 
 _NAME = re.compile(r"^[^\W\d_][\w'.-]*$")
 
@@ -132,47 +137,49 @@ def gather(
             dense_query,
             limits.per_source,
             query_vectors if query_vectors is not None else {},
-            background if lexical_work else None,
+            # Handing a small tier's search to a worker costs more than the overlap saves.
+            background if lexical_work and len(index or ()) >= OVERLAP_FROM else None,
         )
     try:
         lexical = index.hits(query) if lexical_work and index is not None else None
         lexical_best = lexical.best(limits.per_source) if lexical is not None else []
+        # While the vector search is out, read what BM25 alone decides: the session
+        # neighbours of its best hits, those items themselves, and the pinned items.
+        near = []
+        if NEIGHBOURS in wanted and index is not None:
+            near = _neighbours(index, lexical_best[: limits.neighbour_seeds], limits.radius)
+        early: dict[str, ContextItem] = {}
+        if dense is not None and not dense.done():
+            early = _fetch(store, [*lexical_best, *near], known)
+        pinned = store.query(
+            {"status": Status.PINNED.value}, limit=limits.pinned, order_by="importance"
+        )
     finally:
         if dense is not None:
             wait([dense])  # never leave the store searched behind the caller's back
     ids: dict[str, None] = dict.fromkeys(lexical_best)
 
-    query_vector = None
-    dense_best: list[str] = []
-    found: dict[str, ContextItem] = {}
-    searched: dict[str, float] = {}
-    saturated = lexical is not None and len(lexical) > limits.per_source
-    if dense is not None:
-        query_vector, hits = dense.result()
-        found = {hit.item.id: hit.item for hit in hits}  # fetched already: not read twice
-        searched = {hit.item.id: hit.score for hit in hits}
-        dense_best = list(found)
-        ids.update(dict.fromkeys(dense_best))
-        saturated = saturated or len(dense_best) == limits.per_source
-    for source, order in ((RECENT, "timestamp"), (IMPORTANT, "importance")):
-        if source in wanted:
-            newest_or_best = store.query(None, limit=limits.per_source, order_by=order)
-            ids.update(dict.fromkeys(i.id for i in newest_or_best))
-            saturated = saturated or len(newest_or_best) == limits.per_source
-    if NEIGHBOURS in wanted and index is not None:
-        seeds = lexical_best[: limits.neighbour_seeds] + dense_best[: limits.neighbour_seeds]
-        for near in index.neighbourhoods(dict.fromkeys(seeds), limits.radius).values():
-            ids.update(dict.fromkeys(other for other, _ in near))
-
-    wanted_ids = [i for i in ids if i not in known]
-    fetched = {item.id: item for item in store.get_many(i for i in wanted_ids if i not in found)}
-    items = {
-        i: found[i] if i in found else fetched[i] for i in wanted_ids if i in found or i in fetched
-    }
-    items.update(known)
-    pinned = store.query(
-        {"status": Status.PINNED.value}, limit=limits.pinned, order_by="importance"
+    query_vector, hits = dense.result() if dense is not None else (None, [])
+    found = {hit.item.id: hit.item for hit in hits}  # fetched already: not read twice
+    searched = {hit.item.id: hit.score for hit in hits}
+    ids.update(dict.fromkeys(found))
+    listed, cut = _listed(store, wanted, limits.per_source)
+    ids.update(dict.fromkeys(listed))
+    saturated = (
+        (lexical is not None and len(lexical) > limits.per_source)
+        or (dense is not None and len(hits) == limits.per_source)
+        or cut
     )
+    ids.update(dict.fromkeys(near))
+    if NEIGHBOURS in wanted and index is not None:
+        seeded = set(lexical_best[: limits.neighbour_seeds])
+        seeds = [i for i in list(found)[: limits.neighbour_seeds] if i not in seeded]
+        ids.update(dict.fromkeys(_neighbours(index, seeds, limits.radius)))
+
+    found.update((i, item) for i, item in early.items() if i not in found)
+    found.update(_fetch(store, [i for i in ids if i not in found], known))
+    items = {i: found[i] for i in ids if i in found and i not in known}
+    items.update(known)
     candidates = Candidates(
         tier=store.tier,
         query=query,
@@ -186,6 +193,34 @@ def gather(
         now=now,
     )
     return candidates, pinned, saturated
+
+
+def _listed(store: TierStore, wanted: frozenset[str], limit: int) -> tuple[list[str], bool]:
+    """The newest and the most important items, as the policy wants; and whether either was cut."""
+    listed: list[str] = []
+    cut = False
+    for source, order in ((RECENT, "timestamp"), (IMPORTANT, "importance")):
+        if source in wanted:
+            newest_or_best = store.query(None, limit=limit, order_by=order)
+            listed.extend(item.id for item in newest_or_best)
+            cut = cut or len(newest_or_best) == limit
+    return listed, cut
+
+
+def _neighbours(index: LexicalIndex, seeds: list[str], radius: int) -> list[str]:
+    """The session neighbours of ``seeds`` within ``radius``, in the seeds' order."""
+    near: dict[str, None] = {}
+    for found in index.neighbourhoods(dict.fromkeys(seeds), radius).values():
+        near.update(dict.fromkeys(other for other, _ in found))
+    return list(near)
+
+
+def _fetch(
+    store: TierStore, item_ids: list[str], known: Mapping[str, ContextItem]
+) -> dict[str, ContextItem]:
+    """The stored items of ``item_ids`` that are not ``known`` already, in one read."""
+    wanted = [i for i in dict.fromkeys(item_ids) if i not in known]
+    return {item.id: item for item in store.get_many(wanted)} if wanted else {}
 
 
 def _start_search(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -19,6 +20,7 @@ from agent_engine import (
     Tier,
     TierFailure,
 )
+from agent_engine.assembler import candidates
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
 TASK = Task(id="t", project_id="p", user_id="u")
@@ -31,6 +33,7 @@ class BreakableBackend(InMemoryBackend):
         super().__init__(embedder=HashingEmbedder(dim=32))
         self.reads_fail = False
         self.search_fails = False
+        self.search_threads = []
         self.touch_fails = False
 
     def _check(self, broken):
@@ -46,6 +49,7 @@ class BreakableBackend(InMemoryBackend):
         return super().get_many(item_ids)
 
     def search(self, *args, **kwargs):
+        self.search_threads.append(threading.current_thread().name)
         self._check(self.reads_fail or self.search_fails)
         return super().search(*args, **kwargs)
 
@@ -122,8 +126,9 @@ class TestTierFailure:
         assert build(assembler).failures[0].tier is Tier.GLOBAL
 
     @pytest.mark.parametrize("overlap", [True, False])
-    def test_a_failing_vector_search_degrades_its_tier(self, backends, overlap):
+    def test_a_failing_vector_search_degrades_its_tier(self, backends, overlap, monkeypatch):
         """The vector search may run on a worker thread: its failure is the tier's all the same."""
+        monkeypatch.setattr(candidates, "OVERLAP_FROM", 0)  # these tiers are small
         config = AssemblerConfig(overlap_searches=overlap)
         assembler = ContextAssembler(
             task_backend=backends[Tier.TASK],
@@ -137,6 +142,8 @@ class TestTierFailure:
         backends[Tier.PROJECT].search_fails = True
         request = ContextRequest(budget_tokens=500, query="slow query foreign keys")
         package = assembler.build_context(TASK, request)
+        on_worker = backends[Tier.PROJECT].search_threads[-1] != threading.main_thread().name
+        assert on_worker is overlap
         assert [f.tier for f in package.failures] == [Tier.PROJECT]
         assert {s.tier for s in package.selections} == {Tier.TASK}
         with pytest.raises(BackendUnavailableError, match="database is locked"):
