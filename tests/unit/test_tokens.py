@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
@@ -18,8 +19,8 @@ from agent_engine import (
 
 
 def with_margin(pieces):
-    """What the heuristic returns for ``pieces`` raw tokens: +10%, rounded up."""
-    return math.ceil(pieces * 1.1)
+    """What the heuristic returns for ``pieces`` raw tokens: +10%, rounded up (exactly)."""
+    return math.ceil(Fraction(pieces) * Fraction(11, 10))
 
 
 def reference_pieces(text):
@@ -92,6 +93,15 @@ class TestHeuristicTokenCounter:
         """Summing the counts of space-joined pieces never under-counts the joined text."""
         whole = DEFAULT_COUNTER.count(" ".join(pieces))
         assert sum(DEFAULT_COUNTER.count(piece) for piece in pieces) >= whole
+
+    @pytest.mark.parametrize("pieces", [(10, 40), (20, 30), (10, 20, 20), (45, 45)])
+    def test_round_totals_add_up(self, pieces):
+        """Totals whose 10% is whole round exactly: 1.1 in floating point made 50 cost 56."""
+        texts = [" ".join(["x"] * n) for n in pieces]
+        assert sum(DEFAULT_COUNTER.count(t) for t in texts) >= DEFAULT_COUNTER.count(
+            " ".join(texts)
+        )
+        assert DEFAULT_COUNTER.count(" ".join(["x"] * 50)) == 55
 
     def test_split_pieces_over_count_by_at_most_one_each(self):
         """Each separately counted piece adds at most one token of rounding."""
