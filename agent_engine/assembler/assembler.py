@@ -410,8 +410,8 @@ class ContextAssembler:
     def _threshold(self, entries: list[Entry], omitted: list[Omission]) -> list[Entry]:
         """Drop entries under ``min_score`` (recording why) and rank the rest, best first.
 
-        Ties in score go to the older item, then the smaller id. Sorting by score alone is a
-        C-level key, and ties are rare, so only runs of equal scores are sorted again.
+        Ties in score go to the older item, then the smaller id. Relevance scores rarely tie,
+        and then sorting by score alone (a C-level key) gives that order already.
         """
         floor = self.config.min_score
         kept = entries
@@ -422,17 +422,9 @@ class ContextAssembler:
                 for e in entries
                 if e.score < floor
             )
-        ranked = sorted(kept, key=_by_score, reverse=True)
-        scores = [entry.score for entry in ranked]
-        if len(set(scores)) == len(scores):
-            return ranked
-        start = 0
-        for end in range(1, len(ranked) + 1):
-            if end == len(ranked) or scores[end] != scores[start]:
-                if end - start > 1:
-                    ranked[start:end] = sorted(ranked[start:end], key=_by_age)
-                start = end
-        return ranked
+        if len({entry.score for entry in kept}) == len(kept):
+            return sorted(kept, key=_by_score, reverse=True)
+        return sorted(kept, key=lambda e: (-e.score, e.item.timestamp, e.item.id))
 
     def _pack(
         self, packer: Packer, plans: dict[Tier, _TierPlan], allocation: dict[Tier, int]
@@ -643,10 +635,6 @@ class ContextAssembler:
 
 
 _by_score = operator.attrgetter("score")
-
-
-def _by_age(entry: Entry) -> tuple[datetime, str]:
-    return entry.item.timestamp, entry.item.id
 
 
 def _count_by_reason(omissions: list[Omission]) -> dict[str, int]:

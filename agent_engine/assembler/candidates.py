@@ -262,19 +262,19 @@ def _cosines(
     """
     if query is None:
         return {}
+    cosines = {i: searched[i] for i in items if i in searched}
     vectors = [
         (item.id, item.embedding)
         for item in items.values()
         if item.embedding is not None and item.id not in searched
     ]
     if not vectors:
-        return {i: searched[i] for i in items if i in searched}
+        return cosines
     matrix = np.array([vector for _, vector in vectors], dtype=np.float32)
     # Dividing the dot products by the row norms is normalizing the rows, for a fraction of
     # the arithmetic (zero rows stay zero).
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     norms[norms == 0] = 1.0
     scores = ((matrix @ query) / norms).tolist()
-    cosines = {i: searched[i] for i in items if i in searched}
     cosines.update(zip((item_id for item_id, _ in vectors), scores, strict=True))
     return cosines

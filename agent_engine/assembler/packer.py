@@ -177,20 +177,8 @@ class Packer:
         kept = self._line_arrays.get(id(entries))
         if kept is not None and kept[0] is entries:
             return kept[1]
-        line_costs, line_cost = self._line_costs, self._line_cost
-        overheads = self._line_overhead if self._cached_costs_shown else {}
-        costs = []
-        for entry in entries:  # inlined _line_cost: a ranked list holds hundreds of entries
-            item = entry.item
-            cost = line_costs.get(item.id)
-            if cost is None:
-                overhead, cached = overheads.get(item.kind), item.token_cost
-                if overhead is None or cached is None:
-                    cost = line_cost(item)
-                else:
-                    cost = line_costs[item.id] = overhead + cached
-            costs.append(cost)
-        lines = np.array(costs, dtype=np.int64)
+        line_cost = self._line_cost
+        lines = np.array([line_cost(entry.item) for entry in entries], dtype=np.int64)
         self._line_arrays[id(entries)] = (entries, lines)
         return lines
 
@@ -334,7 +322,6 @@ class Packer:
         duplicate = OmissionReason.DUPLICATE
         settled = self.omissions.append
         scores = self._scores
-        group_cost = self._group_cost
         seen = set(self._chosen)
         for entries in self._offered:
             for entry in entries:
@@ -346,11 +333,8 @@ class Packer:
                 cost = line_costs.get(item_id)
                 if cost is None:
                     cost = self._line_cost(item)
-                if tier not in sections:
-                    cost += self._section_cost(tier)
-                session = item.session
-                if session and (tier, session) not in groups:
-                    cost += group_cost(session, item.timestamp)
+                if tier not in sections or (item.session and (tier, item.session) not in groups):
+                    cost += self._headers(entry)
                 if item.fingerprint in fingerprints:
                     reason = duplicate
                 else:
