@@ -34,6 +34,8 @@ __all__ = [
     "AuditEvent",
     "ContextItem",
     "ContextRequest",
+    "MAX_ID_LENGTH",
+    "MAX_ITEM_ID_LENGTH",
     "Provenance",
     "Status",
     "Task",
@@ -47,6 +49,9 @@ __all__ = [
 
 MAX_ID_LENGTH: Final = 255
 """Ids, namespaces, kinds and sources must fit an indexed SQL column on every dialect."""
+
+MAX_ITEM_ID_LENGTH: Final = 1024
+"""An item id may be longer: a tier store qualifies each id with its escaped namespace."""
 
 _E = TypeVar("_E", bound=enum.StrEnum)
 
@@ -104,14 +109,14 @@ def fingerprint_text(text: str) -> str:
 # bad value never produces a bare TypeError from deep inside attrs or numpy.
 
 
-def _identifier(field: str, value: object) -> str:
+def _identifier(field: str, value: object, limit: int = MAX_ID_LENGTH) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(
             f"{field} must be a non-empty string, got {value!r}", field=field, value=value
         )
-    if len(value) > MAX_ID_LENGTH:
+    if len(value) > limit:
         raise ValidationError(
-            f"{field} is longer than {MAX_ID_LENGTH} characters", field=field, value=value
+            f"{field} is longer than {limit} characters", field=field, value=value
         )
     if value != value.strip() or "\x00" in value:
         raise ValidationError(
@@ -269,6 +274,10 @@ def _id(value: object) -> str:
     return _identifier("id", value)
 
 
+def _item_id(value: object) -> str:
+    return _identifier("id", value, MAX_ITEM_ID_LENGTH)
+
+
 def _kind(value: object) -> str:
     return _identifier("kind", value)
 
@@ -403,7 +412,7 @@ class ContextItem:
     is how duplicates are recognised; it is never passed in.
     """
 
-    id: str = attrs.field(converter=_id)
+    id: str = attrs.field(converter=_item_id)
     kind: str = attrs.field(converter=_kind)
     text: str = attrs.field(default="", converter=_text)
     tier: Tier = attrs.field(default=Tier.PROJECT, converter=_tier)

@@ -91,6 +91,29 @@ class TestRevisions:
             assert [item.id for item in pinned] == ["pin"]
             assert backend.count({"namespace": "project:a"}) == 2
 
+    def test_scoped_id_revision_keeps_items_and_tags(self, sql_url):
+        """0003 widens item ids: down to 0002 and back up, every item and tag row is kept."""
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add_many(
+                [
+                    ContextItem.create("note", "one", id="one", tags=["a", "b"]),
+                    ContextItem.create("note", "two", id="two", tags=["b"]),
+                ]
+            )
+        engine = create_engine(sql_url)
+        try:
+            downgrade(engine, "0002")
+        finally:
+            engine.dispose()
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url) as backend:
+            assert sorted(item.id for item in backend.query({"tags": "b"})) == ["one", "two"]
+            assert [item.id for item in backend.query({"tags": {"$all": ["a", "b"]}})] == ["one"]
+            long_id = "project:a/" + "x" * 1000
+            backend.add(ContextItem.create("note", "long", id=long_id, tags=["c"]))
+            assert [item.id for item in backend.query({"tags": "c"})] == [long_id]
+
     def test_upgrade_is_idempotent(self, sql_url):
         upgrade_database(sql_url)
         upgrade_database(sql_url)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from agent_engine.models import MAX_ITEM_ID_LENGTH
+
 __all__ = ["audit_events", "item_tags", "items", "metadata"]
 
 NAMING_CONVENTION = {
@@ -38,7 +40,7 @@ def _text(length: int | None = None) -> sa.types.TypeEngine[str]:
 items = sa.Table(
     "ae_items",
     metadata,
-    sa.Column("id", _text(255), primary_key=True),
+    sa.Column("id", _text(MAX_ITEM_ID_LENGTH), primary_key=True),
     sa.Column("kind", _text(255), nullable=False),
     sa.Column("text", sa.Text(), nullable=False),
     sa.Column("tier", _text(16), nullable=False),
@@ -87,7 +89,7 @@ item_tags = sa.Table(
     metadata,
     sa.Column(
         "item_id",
-        _text(255),
+        _text(MAX_ITEM_ID_LENGTH),
         sa.ForeignKey("ae_items.id", ondelete="CASCADE"),
         primary_key=True,
     ),
