@@ -154,7 +154,7 @@ class ContextAssembler:
         self.max_project_items = max_project_items
         self.clock = clock
         self.strict = strict
-        self._tasks: dict[str, TaskMemoryStore] = {}
+        self._tasks: dict[tuple[str, str, str], TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
         self._lock = threading.Lock()
@@ -166,14 +166,18 @@ class ContextAssembler:
     # ------------------------------------------------------------------ stores
 
     def task_store(self, task: Task | str) -> TaskMemoryStore:
-        """The memory of a task (created on first use)."""
-        task_id = task.id if isinstance(task, Task) else task
+        """The memory of a task (created on first use).
+
+        A :class:`~agent_engine.models.Task` scopes it by its project and user; a bare task id
+        means the default project and user.
+        """
+        key = _task_key(task)
         with self._lock:
-            if task_id not in self._tasks:
-                self._tasks[task_id] = TaskMemoryStore(
-                    task_id, self.backends[Tier.TASK], clock=self.clock
-                )
-            return self._tasks[task_id]
+            store = self._tasks.get(key)
+            if store is None:
+                store = TaskMemoryStore(task, self.backends[Tier.TASK], clock=self.clock)
+                self._tasks[key] = store
+            return store
 
     def project_store(self, project_id: str) -> ProjectMemoryStore:
         """The memory of a project (created on first use)."""
@@ -196,11 +200,11 @@ class ContextAssembler:
                 )
             return self._globals[user_id]
 
-    def cleanup_task(self, task_id: str) -> int:
+    def cleanup_task(self, task: Task | str) -> int:
         """Clear a finished task's memory and forget its store; return items removed."""
         with self._lock:
-            store = self._tasks.pop(task_id, None)
-        store = store or TaskMemoryStore(task_id, self.backends[Tier.TASK], clock=self.clock)
+            store = self._tasks.pop(_task_key(task), None)
+        store = store or TaskMemoryStore(task, self.backends[Tier.TASK], clock=self.clock)
         return store.clear()
 
     # ------------------------------------------------------------------ assembly
@@ -635,6 +639,13 @@ class ContextAssembler:
 
 
 _by_score = operator.attrgetter("score")
+
+
+def _task_key(task: Task | str) -> tuple[str, str, str]:
+    """What scopes a task's memory: its project, its user and its id."""
+    if isinstance(task, Task):
+        return task.project_id, task.user_id, task.id
+    return "default", "default", task
 
 
 def _count_by_reason(omissions: list[Omission]) -> dict[str, int]:

@@ -63,7 +63,11 @@ def _stores(
     counter: TokenCounter,
     config: QualityConfig,
     policies: Mapping[str, Policy],
-) -> tuple[ContextAssembler, Task]:
+) -> tuple[ContextAssembler, Task, dict[str, str]]:
+    """The conversation in an assembler's stores, and the turn id behind each stored id.
+
+    Stores qualify ids with their scope; recall is scored on the dataset's own turn ids.
+    """
     backend = InMemoryBackend(embedder=embedder)
     end = conversation.ends_at + timedelta(days=1)
     assembler = ContextAssembler(
@@ -79,12 +83,13 @@ def _stores(
     live = config.live_turns
     history = conversation.items[:-live] if live else conversation.items
     recent = conversation.items[-live:] if live else ()
-    assembler.project_store(task.project_id).add_many(history)
+    stored = assembler.project_store(task.project_id).add_many(history)
     task_store = assembler.task_store(task)
-    task_store.add_many(
+    stored += task_store.add_many(
         attrs.evolve(item, tier=Tier.TASK, namespace=task_store.namespace) for item in recent
     )
-    return assembler, task
+    turns = [*history, *recent]
+    return assembler, task, {item.id: turn.id for item, turn in zip(stored, turns, strict=True)}
 
 
 def run_quality(
@@ -104,7 +109,7 @@ def run_quality(
     config = config or QualityConfig()
     records: list[dict[str, Any]] = []
     for conversation in conversations:
-        assembler, task = _stores(conversation, embedder, counter, config, policies)
+        assembler, task, turn_of = _stores(conversation, embedder, counter, config, policies)
         for question in conversation.questions:
             evidence = set(question.evidence)
             for policy in config.policies:
@@ -122,15 +127,19 @@ def run_quality(
                         task,
                         ContextRequest(budget_tokens=budget, query=question.text, policy=policy),
                     )
-                    included = {selection.item.id for selection in package.selections}
+                    included = {turn_of[selection.item.id] for selection in package.selections}
                     found = len(evidence & included)
                     record["recall"][budget] = found / len(evidence)
                     record["full"][budget] = found == len(evidence)
                     largest = package
                 if largest is not None:
-                    ranked = sorted(largest.selections, key=lambda s: (-s.score, s.item.id))
+                    scores = {turn_of[s.item.id]: s.score for s in largest.selections}
+                    ranked = sorted(
+                        (turn_of[s.item.id] for s in largest.selections),
+                        key=lambda turn: (-scores[turn], turn),
+                    )
                     for k in config.recall_at:
-                        top = {s.item.id for s in ranked[:k]}
+                        top = set(ranked[:k])
                         record["recall"][f"@{k}"] = len(evidence & top) / len(evidence)
                 records.append(record)
             if progress is not None:

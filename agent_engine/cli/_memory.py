@@ -46,6 +46,7 @@ from agent_engine.cli._output import (
 )
 from agent_engine.cli._settings import default_project, default_user, settings
 from agent_engine.cli._store import Store, make_embedder, open_store
+from agent_engine.tiers.scope import parse_task_namespace
 
 __all__ = ["app"]
 
@@ -359,15 +360,7 @@ def promote_(
     if to is Into.GLOBAL:
         source, target = scope.project, scope.user
     else:
-        item = scope.store.backend.get(item_id)
-        if item is None or item.tier is not Tier.TASK:
-            raise ValidationError(
-                f"--to project promotes a task's item; {item_id!r} is not in any task memory "
-                "(promote a project item --to global)",
-                field="id",
-                value=item_id,
-            )
-        source = TaskMemoryStore(item.namespace.removeprefix("task:"), scope.store.backend)
+        source = _task_of(scope, item_id)
         target = scope.project
     result = promote(source, target, item_id, reason=reason)
     if _json(ctx, json_output):
@@ -375,6 +368,21 @@ def promote_(
         return
     verb = "boosted the existing copy" if result.duplicate else "promoted"
     console().print(Text(f"{verb}: {result.item.id} in {target.namespace}"))
+
+
+def _task_of(scope: Scope, item_id: str) -> TaskMemoryStore:
+    """The memory of the task, of this scope's project and user, that holds ``item_id``."""
+    item = scope.store.backend.get(item_id)
+    parsed = parse_task_namespace(item.namespace) if item is not None else None
+    mine = (scope.project.project_id, scope.user.user_id)
+    if parsed is None or parsed[:2] != mine or item is None or item.tier is not Tier.TASK:
+        raise ValidationError(
+            f"--to project promotes a task's item; {item_id!r} is not in a task memory of "
+            f"project {mine[0]!r} (promote a project item --to global)",
+            field="id",
+            value=item_id,
+        )
+    return TaskMemoryStore(parsed[2], scope.store.backend, project_id=mine[0], user_id=mine[1])
 
 
 # ---------------------------------------------------------------------------- status

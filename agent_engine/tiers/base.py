@@ -4,8 +4,10 @@ Isolation is enforced here, not by callers. A store reads and writes only items 
 ``namespace`` and ``tier`` are its own: every filter it passes to the backend is ANDed with
 its scope (a caller's filter naming another namespace simply matches nothing), an id that
 belongs to another namespace is "not found", and an item built for another scope is refused.
-Many stores can therefore share one physical backend (one SQLite file or PostgreSQL database
-for every project) without seeing each other.
+Ids are unique per scope (:mod:`agent_engine.tiers.scope`): every id a store writes carries
+its scope, so whatever id a caller picks, the outcome of a write never depends on what
+another scope holds. Many stores can therefore share one physical backend (one SQLite file or
+PostgreSQL database for every project) without seeing, or learning anything of, each other.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any, ClassVar
 import attrs
 
 from agent_engine._log import get_logger
-from agent_engine.errors import ItemNotFoundError, ValidationError
+from agent_engine.errors import DuplicateItemError, ItemNotFoundError, ValidationError
 from agent_engine.filters import Filter, FilterInput, parse_filter
 from agent_engine.memory.backend import DEFAULT_LIMIT, MemoryBackend, Query, SearchHit
 from agent_engine.models import AuditAction, ContextItem, Status, Tier, new_id, utcnow
 from agent_engine.tiers.audit import AuditLog
+from agent_engine.tiers.scope import id_prefix, scoped_id
 from agent_engine.tokens import DEFAULT_COUNTER
 
 __all__ = ["TierStore"]
@@ -52,6 +55,7 @@ class TierStore:
             )
         self.backend = backend
         self.namespace = namespace
+        self.id_prefix = id_prefix(namespace)
         self.audit = audit if audit is not None else AuditLog(backend.audit, clock=clock)
         self.clock = clock
         self.scope = Filter().and_(parse_filter({"namespace": namespace, "tier": self.tier.value}))
@@ -81,7 +85,7 @@ class TierStore:
         assembler reuses instead of counting on every build.
         """
         item = ContextItem(
-            id=fields.pop("id", None) or new_id(),
+            id=self.scoped_id(fields.pop("id", None) or new_id()),
             kind=kind,
             text=text,
             tier=self.tier,
@@ -100,8 +104,38 @@ class TierStore:
         # Counting once at write time keeps it off the assembler's hot path.
         return attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
 
+    def scoped_id(self, item_id: str) -> str:
+        """``item_id`` as this store writes it: a local id gets the scope's prefix."""
+        if not isinstance(item_id, str):
+            raise ValidationError(
+                f"item id must be a string, got {item_id!r}", field="id", value=item_id
+            )
+        return scoped_id(self.namespace, item_id)
+
     def _in_scope(self, item: ContextItem) -> bool:
         return item.namespace == self.namespace and item.tier is self.tier
+
+    def _resolve(self, item_ids: Iterable[str]) -> dict[str, ContextItem]:
+        """This store's items behind ``item_ids`` (local or whole ids), keyed by the id asked.
+
+        An id is looked up as this scope writes it and, when that differs, as given: an item
+        stored before ids were qualified is found in its own scope. Either way an item of
+        another scope is not found, exactly like a missing one.
+        """
+        if isinstance(item_ids, str | bytes):
+            raise ValidationError(
+                "item ids must be a list of strings, not one string", field="id", value=item_ids
+            )
+        asked = list(dict.fromkeys(item_ids))
+        wanted = {item_id: self.scoped_id(item_id) for item_id in asked}
+        lookups = list(wanted.values()) + [i for i, q in wanted.items() if q != i]
+        found = {item.id: item for item in self.backend.get_many(lookups) if self._in_scope(item)}
+        resolved: dict[str, ContextItem] = {}
+        for item_id, qualified in wanted.items():
+            item = found.get(qualified) or found.get(item_id)
+            if item is not None:
+                resolved[item_id] = item
+        return resolved
 
     def _check_scope(self, items: Sequence[ContextItem]) -> None:
         for item in items:
@@ -121,8 +155,7 @@ class TierStore:
 
     def get(self, item_id: str) -> ContextItem | None:
         """Return the item, or ``None`` if it does not exist *in this store*."""
-        item = self.backend.get(item_id)
-        return item if item is not None and self._in_scope(item) else None
+        return self._resolve([item_id]).get(item_id)
 
     def require(self, item_id: str) -> ContextItem:
         """Return the item or raise :class:`~agent_engine.errors.ItemNotFoundError`."""
@@ -133,7 +166,8 @@ class TierStore:
 
     def get_many(self, item_ids: Iterable[str]) -> list[ContextItem]:
         """Return this store's items among ``item_ids``, in the order asked."""
-        return [item for item in self.backend.get_many(item_ids) if self._in_scope(item)]
+        found = self._resolve(item_ids)
+        return list({item.id: item for item in found.values()}.values())
 
     def query(
         self,
@@ -166,30 +200,56 @@ class TierStore:
     # ------------------------------------------------------------------ writes
 
     def add(self, item: ContextItem) -> ContextItem:
-        """Store a new item built for this scope; return it."""
-        self.add_many([item])
-        return item
+        """Store a new item built for this scope; return it as stored (its id qualified)."""
+        return self.add_many([item])[0]
 
     def add_many(self, items: Iterable[ContextItem]) -> list[ContextItem]:
-        """Store new items of this scope, all or none, as one journaled write."""
+        """Store new items of this scope, all or none, as one journaled write; return them.
+
+        Each id is written as this scope's (see :meth:`scoped_id`), so an id that some other
+        scope holds is no obstacle, and one this scope holds is a
+        :class:`~agent_engine.errors.DuplicateItemError` as on any backend.
+        """
+        if isinstance(items, ContextItem):
+            raise ValidationError(
+                "expected an iterable of ContextItem; wrap a single item in a list", value=items
+            )
         batch = list(items)
         self._check_scope(batch)
         if not batch:
             return batch
-        # Items built elsewhere arrive without a cost; counting once here keeps the count off
-        # every later build's hot path, as for items made by ``new``.
-        batch = [
-            item
-            if item.token_cost is not None
-            else attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
-            for item in batch
-        ]
+        batch = [self._as_stored(item) for item in batch]
+        self._refuse_legacy_duplicates(batch)
         ids = tuple(item.id for item in batch)
         with self.audit.journal(AuditAction.ADD, self.tier, self.namespace, ids):
             self.backend.add_many(batch)
         self._log.debug("items_added", count=len(batch))
         self._after_add()
         return batch
+
+    def _as_stored(self, item: ContextItem) -> ContextItem:
+        """The item as this store writes it: its id qualified, its token cost counted.
+
+        Items built elsewhere arrive without a cost; counting once here keeps the count off
+        every later build's hot path, as for items made by ``new_item``.
+        """
+        qualified = self.scoped_id(item.id)
+        if qualified == item.id and item.token_cost is not None:
+            return item
+        cost = item.token_cost
+        return attrs.evolve(
+            item,
+            id=qualified,
+            token_cost=DEFAULT_COUNTER.count(item.body) if cost is None else cost,
+        )
+
+    def _refuse_legacy_duplicates(self, batch: list[ContextItem]) -> None:
+        """An id this scope holds unqualified (written before ids carried it) is taken too."""
+        local = [item.id.removeprefix(self.id_prefix) for item in batch]
+        older = [item_id for item_id in local if not item_id.startswith(self.id_prefix)]
+        for held in self.backend.get_many(older):
+            if self._in_scope(held):
+                raise DuplicateItemError(held.id)
 
     def update(self, item: ContextItem) -> ContextItem:
         """Replace one of this store's items; foreign or unknown ids are not found.
@@ -200,6 +260,8 @@ class TierStore:
         """
         self._check_scope([item])
         current = self.require(item.id)
+        if item.id != current.id:
+            item = attrs.evolve(item, id=current.id)
         if item.body != current.body and item.token_cost == current.token_cost:
             item = attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
         with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
@@ -208,10 +270,7 @@ class TierStore:
 
     def delete(self, item_id: str) -> bool:
         """Delete one of this store's items; return whether it existed here."""
-        if self.get(item_id) is None:
-            return False
-        with self.audit.journal(AuditAction.DELETE, self.tier, self.namespace, (item_id,)):
-            return self.backend.delete(item_id)
+        return self.delete_many([item_id]) == 1
 
     def delete_many(
         self, item_ids: Iterable[str], *, action: AuditAction = AuditAction.DELETE
@@ -240,7 +299,7 @@ class TierStore:
 
     def _set_status(self, item_id: str, status: Status, action: AuditAction) -> ContextItem:
         item = attrs.evolve(self.require(item_id), status=status)
-        with self.audit.journal(action, self.tier, self.namespace, (item_id,)):
+        with self.audit.journal(action, self.tier, self.namespace, (item.id,)):
             self.backend.update(item)
         return item
 

@@ -24,16 +24,12 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Tier, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.scope import global_namespace
 
 __all__ = ["Confirm", "ConfirmationRequest", "GlobalMemoryStore", "global_namespace"]
 
 HIGH_RISK_KINDS = frozenset({"preference"})
 """Kinds whose addition or change needs confirmation."""
-
-
-def global_namespace(user_id: str) -> str:
-    """The namespace of a user's global memory."""
-    return f"global:{user_id}"
 
 
 @attrs.frozen

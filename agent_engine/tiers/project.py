@@ -18,13 +18,9 @@ from agent_engine.models import AuditAction, ContextItem, Tier, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
+from agent_engine.tiers.scope import project_namespace
 
 __all__ = ["ProjectMemoryStore", "project_namespace"]
-
-
-def project_namespace(project_id: str) -> str:
-    """The namespace of a project's memory."""
-    return f"project:{project_id}"
 
 
 class ProjectMemoryStore(TierStore):

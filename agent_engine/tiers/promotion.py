@@ -71,7 +71,7 @@ def promote(
         return PromotionResult(boosted, duplicate=True)
     copy = attrs.evolve(
         original,
-        id=new_id(),
+        id=target.scoped_id(new_id()),
         tier=target.tier,
         namespace=target.namespace,
         embedding=None,

@@ -3,6 +3,10 @@
 Ephemeral by design (seed 002 section 2): it lives while the task runs and is cleared when the
 task reaches a terminal state, or earlier when an executor knows it will not retry. Anything
 worth keeping must be promoted to project memory first (see :mod:`agent_engine.tiers.promotion`).
+
+A task's memory belongs to its project and its user as well as its id
+(:func:`~agent_engine.tiers.scope.task_namespace`): two projects that both run a task called
+``fix-login`` each have their own.
 """
 
 from __future__ import annotations
@@ -12,18 +16,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextItem, Task, TaskState, Tier, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.scope import task_namespace
 
 __all__ = ["TaskMemoryStore", "task_namespace"]
-
-
-def task_namespace(task_id: str) -> str:
-    """The namespace of a task's memory."""
-    return f"task:{task_id}"
 
 
 def _as_text(value: Any) -> str:
@@ -33,7 +34,11 @@ def _as_text(value: Any) -> str:
 
 
 class TaskMemoryStore(TierStore):
-    """Memory of one task. Without a backend it keeps items in memory (the seed's default)."""
+    """Memory of one task. Without a backend it keeps items in memory (the seed's default).
+
+    ``task`` is a :class:`~agent_engine.models.Task` (its project and user scope the memory) or
+    a task id, scoped by ``project_id`` and ``user_id`` (both ``"default"`` unless given).
+    """
 
     tier = Tier.TASK
 
@@ -42,13 +47,27 @@ class TaskMemoryStore(TierStore):
         task: Task | str,
         backend: MemoryBackend | None = None,
         *,
+        project_id: str | None = None,
+        user_id: str | None = None,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.task_id = task.id if isinstance(task, Task) else task
+        if isinstance(task, Task):
+            if (project_id, user_id) != (None, None):
+                raise ValidationError(
+                    "a Task names its own project and user; pass project_id and user_id only "
+                    "with a task id",
+                    field="project_id" if project_id is not None else "user_id",
+                    value=project_id if project_id is not None else user_id,
+                )
+            project_id, user_id = task.project_id, task.user_id
+            task = task.id
+        self.task_id = task
+        self.project_id = "default" if project_id is None else project_id
+        self.user_id = "default" if user_id is None else user_id
         super().__init__(
             backend if backend is not None else InMemoryBackend(),
-            task_namespace(self.task_id),
+            task_namespace(self.task_id, self.project_id, self.user_id),
             audit=audit,
             clock=clock,
         )

@@ -32,7 +32,7 @@ class TestCleanupTask:
         remember(assembler)
         assembler.cleanup_task("t1")
         (event,) = [e for e in backend.audit.events() if e.action is AuditAction.CLEAR]
-        assert (event.tier, event.namespace) == (Tier.TASK, "task:t1")
+        assert (event.tier, event.namespace) == (Tier.TASK, "task:default:default:t1")
 
     def test_forgets_the_store(self, assembler):
         """The task's store is dropped; asking again gives a fresh, empty one."""

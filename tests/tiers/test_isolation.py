@@ -5,7 +5,16 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from agent_engine import ItemNotFoundError, ValidationError
+from agent_engine import (
+    AuditAction,
+    ContextAssembler,
+    ContextItem,
+    ContextRequest,
+    DuplicateItemError,
+    ItemNotFoundError,
+    Task,
+    ValidationError,
+)
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.task import TaskMemoryStore
@@ -120,3 +129,72 @@ class TestOtherTiers:
         )
         assert project.count() == 0
         assert project.search("task step global pattern", k=5) == []
+
+
+class TestScopedIds:
+    def test_an_id_another_scope_holds_is_no_obstacle(self, stores):
+        """Adding with an id of another project stores it here: no error, no abort journaled."""
+        a, b, _, b_item = stores
+        events_before = len(a.backend.audit.events(namespace=a.namespace, limit=None))
+        for foreign in (b_item.id, b_item.id.removeprefix(b.id_prefix)):
+            added = a.add(a.new_item("decision", "Alpha's own", id=foreign))
+            assert added.id != b_item.id
+            assert added.id.startswith(a.id_prefix)
+            assert a.get(foreign) == added
+        events = a.backend.audit.events(namespace=a.namespace, limit=None)[events_before:]
+        assert [e.action for e in events] == [AuditAction.ADD, AuditAction.ADD]
+        assert b.list_all() == [b_item]
+
+    def test_an_id_this_scope_holds_is_a_duplicate(self, stores):
+        """Within one scope, a local id and the whole id name one item: adding it twice fails."""
+        a, _, _, _ = stores
+        first = a.add(a.new_item("decision", "one", id="fix-1"))
+        assert first.id == a.id_prefix + "fix-1"
+        for again in ("fix-1", first.id):
+            with pytest.raises(DuplicateItemError):
+                a.add(a.new_item("decision", "two", id=again))
+        assert a.get("fix-1") == first
+
+    def test_ids_written_before_scoping_are_found_in_their_scope_only(self, stores, backend):
+        """An item stored under a bare id reads, updates and counts as a duplicate in its own
+        scope, and is not found from another."""
+        a, b, _, _ = stores
+        legacy = ContextItem.create("note", "old", id="old-1", namespace=a.namespace)
+        backend.add(legacy)
+        assert a.get("old-1") == legacy
+        assert b.get("old-1") is None
+        with pytest.raises(DuplicateItemError):
+            a.add(a.new_item("note", "again", id="old-1"))
+        assert b.add(b.new_item("note", "theirs", id="old-1")).id == b.id_prefix + "old-1"
+        assert a.update(attrs.evolve(legacy, text="newer")).text == "newer"
+        assert a.delete("old-1") is True
+        assert b.get("old-1") is not None
+
+
+class TestTaskScopes:
+    def test_one_task_id_in_two_projects_is_two_memories(self, backend, clock):
+        """Two projects running a task with the same id never see each other's task memory."""
+        assembler = ContextAssembler(backend, clock=clock, confirm=lambda _request: True)
+        ours = Task(id="fix-login", project_id="shop", description="fix login")
+        theirs = Task(id="fix-login", project_id="bank", description="fix login")
+        assembler.task_store(theirs).add_reasoning("bank login secret: rotate the HSM key", "s")
+        assembler.task_store(ours).add_reasoning("shop login uses cookies", "s")
+        request = ContextRequest(budget_tokens=500, query="login secret key")
+        texts = [s.item.text for s in assembler.build_context(ours, request).selections]
+        assert texts == ["shop login uses cookies"]
+        assert assembler.cleanup_task(ours) == 1
+        assert assembler.task_store(theirs).count() == 1
+
+    def test_users_of_one_project_have_their_own_task_memory(self, backend, clock):
+        """The user is part of a task's scope."""
+        ada = TaskMemoryStore(Task(id="t", project_id="p", user_id="ada"), backend, clock=clock)
+        bob = TaskMemoryStore("t", backend, project_id="p", user_id="bob", clock=clock)
+        ada.add_reasoning("ada's step", "s")
+        assert bob.count() == 0
+        assert ada.namespace == "task:p:ada:t"
+
+    def test_a_task_names_its_scope_once(self, backend):
+        """A Task carries its project and user; naming them again is refused, not ignored."""
+        with pytest.raises(ValidationError) as raised:
+            TaskMemoryStore(Task(id="t", project_id="p"), backend, project_id="q")
+        assert raised.value.field == "project_id"

@@ -31,7 +31,9 @@ class TestHelpers:
         assert (thought.importance, output.importance) == (0.5, 0.7)
         assert output.payload == {"tool_id": "pytest", "output": {"failed": 1, "passed": 41}}
         assert output.text == 'pytest: {"failed": 1, "passed": 41}'
-        assert all(i.tier is Tier.TASK and i.namespace == "task:t-1" for i in store.list_all())
+        assert all(
+            i.tier is Tier.TASK and i.namespace == "task:p:default:t-1" for i in store.list_all()
+        )
 
     def test_stage_outputs(self, store):
         """get_stage_outputs returns one stage's records in order."""

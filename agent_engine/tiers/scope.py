@@ -1,0 +1,129 @@
+"""Scope names and item ids: what keeps two callers' memories apart, whatever ids they choose.
+
+A *scope* is one namespace of one tier. Isolation rests on two rules, both enforced here and
+by :class:`~agent_engine.tiers.base.TierStore`, never left to callers:
+
+1. **Namespaces are built injectively** from the ids that define them. A project's memory is
+   ``project:<project id>``, a user's global memory ``global:<user id>``, and a task's memory
+   belongs to its project and user as well as its id: ``task:<project>:<user>:<task>``, with
+   ``%`` and ``:`` escaped in each part. No two different (project, user, task) triples give
+   one namespace, so two projects that both run a task called ``fix-login`` never share it.
+2. **Item ids are unique per scope.** A store writes every item under ``<scope>/<local id>``,
+   where ``<scope>`` is its namespace with ``%`` and ``/`` escaped. Everything before the first
+   ``/`` names the scope, so an id written in one scope can never be an id of another: adding,
+   reading, updating or deleting an id in one scope has the same outcome whatever any other
+   scope holds (the alternative, refusing an id that exists elsewhere, tells the caller that
+   it exists). A caller may pass the local part alone (``store.get("fix-1")``) or the whole id
+   a store returned; both name the same item.
+
+Ids written before stores qualified them stay readable in their own scope, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from agent_engine.errors import ValidationError
+from agent_engine.models import MAX_ID_LENGTH
+
+__all__ = [
+    "SCOPE_SEPARATOR",
+    "global_namespace",
+    "id_prefix",
+    "parse_task_namespace",
+    "project_namespace",
+    "scoped_id",
+    "task_namespace",
+]
+
+SCOPE_SEPARATOR: Final = "/"
+"""Separates an id's scope (its escaped namespace) from its local part."""
+
+_TASK_PREFIX: Final = "task:"
+_ESCAPED: Final = re.compile(r"%([0-9A-F]{2})")
+
+
+def _escape(text: str, reserved: str) -> str:
+    """Percent-escape ``%`` and the ``reserved`` characters: an injective, readable encoding."""
+    escaped = text.replace("%", "%25")
+    for char in reserved:
+        escaped = escaped.replace(char, f"%{ord(char):02X}")
+    return escaped
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED.sub(lambda match: chr(int(match.group(1), 16)), text)
+
+
+def _part(field: str, value: object) -> str:
+    """Check one id a scope is built from: the rules of every stored identifier."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(
+            f"{field} must be a non-empty string, got {value!r}", field=field, value=value
+        )
+    if value != value.strip() or "\x00" in value:
+        raise ValidationError(
+            f"{field} must not contain NUL or start or end with whitespace, got {value!r}",
+            field=field,
+            value=value,
+        )
+    return value
+
+
+def _namespace(field: str, namespace: str) -> str:
+    if len(namespace) > MAX_ID_LENGTH:
+        raise ValidationError(
+            f"{field} makes a namespace longer than {MAX_ID_LENGTH} characters",
+            field=field,
+            value=namespace,
+        )
+    return namespace
+
+
+def project_namespace(project_id: str) -> str:
+    """The namespace of a project's memory: ``project:<project id>``."""
+    return _namespace("project_id", "project:" + _part("project_id", project_id))
+
+
+def global_namespace(user_id: str) -> str:
+    """The namespace of a user's global memory: ``global:<user id>``."""
+    return _namespace("user_id", "global:" + _part("user_id", user_id))
+
+
+def task_namespace(task_id: str, project_id: str = "default", user_id: str = "default") -> str:
+    """The namespace of a task's memory: its project, its user and its id, each escaped."""
+    parts = (
+        _part("project_id", project_id),
+        _part("user_id", user_id),
+        _part("task_id", task_id),
+    )
+    return _namespace("task_id", _TASK_PREFIX + ":".join(_escape(p, ":") for p in parts))
+
+
+def parse_task_namespace(namespace: str) -> tuple[str, str, str] | None:
+    """The (project, user, task) ids a task namespace was built from, or ``None``."""
+    if not namespace.startswith(_TASK_PREFIX):
+        return None
+    parts = namespace.removeprefix(_TASK_PREFIX).split(":")
+    if len(parts) != 3:  # noqa: PLR2004 - project, user, task
+        return None
+    project, user, task = (_unescape(part) for part in parts)
+    return project, user, task
+
+
+def id_prefix(namespace: str) -> str:
+    """What every id written in ``namespace`` starts with."""
+    return _escape(namespace, SCOPE_SEPARATOR) + SCOPE_SEPARATOR
+
+
+def scoped_id(namespace: str, item_id: str) -> str:
+    """``item_id`` as written in ``namespace``: a local id gets the scope's prefix."""
+    prefix = id_prefix(namespace)
+    if item_id.startswith(prefix):
+        return item_id
+    if len(item_id) > MAX_ID_LENGTH:
+        raise ValidationError(
+            f"id is longer than {MAX_ID_LENGTH} characters", field="id", value=item_id
+        )
+    return prefix + item_id
