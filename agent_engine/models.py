@@ -404,7 +404,8 @@ class ContextItem:
 
     ``text`` is what retrieval ranks and what the prompt shows; ``payload`` carries structured
     fields (JSON-safe, copied on construction) that renderers include. ``namespace`` is the
-    scope key the tier stores isolate on (``task:<id>``, ``project:<id>``, ``global:<user>``).
+    scope key the tier stores isolate on (``task:<project>:<user>:<id>``, ``project:<id>``,
+    ``global:<user>``; see :mod:`agent_engine.tiers.scope`).
     ``source`` says who or what produced the item (a speaker, a tool, a stage) and ``session``
     which episode it belongs to (a conversation session, a task run): retrieval treats items
     of one session as a sequence, so an item's neighbours can lend it relevance.

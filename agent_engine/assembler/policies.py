@@ -26,6 +26,7 @@ import numpy.typing as npt
 from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Tier
 from agent_engine.retrieval.fusion import fused_array, rrf
+from agent_engine.tiers.scope import local_id
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -162,7 +163,11 @@ class FrequencyScorer:
 
 
 class RandomScorer:
-    """A deterministic pseudo-random order (a baseline): the same query gives the same order."""
+    """A deterministic pseudo-random order (a baseline): the same query gives the same order.
+
+    An item's draw hangs on its local id, not the scope prefix its store adds, so the order
+    does not change with the scope the items are stored in.
+    """
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -173,13 +178,14 @@ class RandomScorer:
     def __call__(self, candidates: Candidates) -> dict[str, float]:
         """Score every candidate."""
 
-        def draw(item_id: str) -> float:
+        def draw(item: ContextItem) -> float:
+            key = local_id(item.namespace, item.id)
             digest = hashlib.blake2b(
-                f"{self.seed}|{candidates.query}|{item_id}".encode(), digest_size=8
+                f"{self.seed}|{candidates.query}|{key}".encode(), digest_size=8
             )
             return int.from_bytes(digest.digest(), "little") / 2**64
 
-        return {item_id: draw(item_id) for item_id in candidates.items}
+        return {item_id: draw(item) for item_id, item in candidates.items.items()}
 
 
 class RRFScorer:

@@ -31,6 +31,7 @@ __all__ = [
     "SCOPE_SEPARATOR",
     "global_namespace",
     "id_prefix",
+    "local_id",
     "parse_task_namespace",
     "project_namespace",
     "scoped_id",
@@ -115,6 +116,11 @@ def parse_task_namespace(namespace: str) -> tuple[str, str, str] | None:
 def id_prefix(namespace: str) -> str:
     """What every id written in ``namespace`` starts with."""
     return _escape(namespace, SCOPE_SEPARATOR) + SCOPE_SEPARATOR
+
+
+def local_id(namespace: str, item_id: str) -> str:
+    """The part of ``item_id`` its scope's store does not add: what the caller chose."""
+    return item_id.removeprefix(id_prefix(namespace))
 
 
 def scoped_id(namespace: str, item_id: str) -> str:
