@@ -1,11 +1,12 @@
 """Engines for the SQL backend: the default location, SQLite settings and retry on contention.
 
 SQLite runs in WAL mode (readers never wait for the writer) with a busy timeout, foreign keys
-on, and every write transaction opened with ``BEGIN IMMEDIATE``: a writer takes the write lock
-up front instead of upgrading a read lock mid-transaction, which SQLite answers with an
-immediate "database is locked" that the busy timeout cannot help. What contention remains
-(a timeout under heavy load, a PostgreSQL serialization failure or deadlock) is retried with
-a bounded exponential backoff, logged, before it reaches the caller.
+on, ``secure_delete`` on (freed bytes are zeroed when they are freed, whatever the build's
+default), and every write transaction opened with ``BEGIN IMMEDIATE``: a writer takes the
+write lock up front instead of upgrading a read lock mid-transaction, which SQLite answers
+with an immediate "database is locked" that the busy timeout cannot help. What contention
+remains (a timeout under heavy load, a PostgreSQL serialization failure or deadlock) is
+retried with a bounded exponential backoff, logged, before it reaches the caller.
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
                 cursor.execute("PRAGMA mmap_size=268435456")
             cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
+            # Zero what a delete or update frees, so the file keeps no old row content in free
+            # pages or cell gaps. Erasing one item afterwards is not enough on its own: an
+            # update made while this was off left the item's earlier bytes behind. Measured
+            # within noise on adds, updates, touches and deletes of 20k items, and already the
+            # compiled default of many distributions' SQLite.
+            cursor.execute("PRAGMA secure_delete=ON")
         finally:
             cursor.close()
 
