@@ -32,6 +32,7 @@ __all__ = [
     "SNAPSHOT_FREE",
     "create_engine",
     "default_database_url",
+    "flush_erased",
     "is_sqlite",
     "retrying",
 ]
@@ -138,6 +139,41 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(IMMEDIATE) else "BEGIN")
 
     return engine
+
+
+def flush_erased(engine: sa.Engine, tables: list[str]) -> None:
+    """Push what a committed erase removed out of the files the database keeps it in.
+
+    SQLite: a ``TRUNCATE`` checkpoint copies the write-ahead log into the database (whose
+    freed bytes ``secure_delete`` zeroed) and empties the log file, which otherwise keeps the
+    old page images until they are overwritten. It waits for readers up to the busy timeout;
+    if one still holds the log then, :class:`~agent_engine.errors.BackendUnavailableError`
+    says so. PostgreSQL: a plain ``VACUUM`` of ``tables`` (outside any transaction) removes
+    the dead rows from the tables and their indexes; what the server keeps after that is its
+    own (``docs/backends.md``), so a failed vacuum is logged, not raised.
+    """
+    log = get_logger(component="sql", operation="flush_erased")
+    if is_sqlite(engine):
+        database = engine.url.database or ""
+        if database in {"", ":memory:"} or "mode=memory" in database:
+            return
+        # The checkpoint itself waits for readers through the busy handler (the busy timeout).
+        with engine.connect() as connection:
+            connection.execution_options(**{SNAPSHOT_FREE: True})
+            busy, _, _ = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+        if not busy:
+            return
+        raise BackendUnavailableError(
+            "the items are erased from the tables, but other connections kept reading the "
+            "write-ahead log, which still holds their old pages: it is emptied by the next "
+            "erase, or when the last connection to the database closes",
+            backend="SQLAlchemyBackend",
+        )
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.exec_driver_sql("VACUUM " + ", ".join(tables))
+    except exc.DBAPIError as error:
+        log.warning("vacuum after erase failed", error=str(error.orig))
 
 
 def _retryable(error: BaseException) -> bool:
