@@ -550,6 +550,8 @@ class AuditAction(enum.StrEnum):
     CLEAR = "clear"
     PIN = "pin"
     UNPIN = "unpin"
+    ERASE = "erase"
+    """Items were erased; the event names each by its erasure token, never by its id."""
     ABORT = "abort"
     """The mutation announced by the event named in ``detail["intent"]`` did not happen."""
 

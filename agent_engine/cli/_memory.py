@@ -282,7 +282,11 @@ def forget(
     yes: Yes = False,
     json_output: Json = False,
 ) -> None:
-    """Delete one memory by ID, or those matching --query (asks before deleting more than one)."""
+    """Erase one memory by ID, or those matching --query (asks before erasing more than one).
+
+    Erasing leaves no copy of the memory's text, vector or id in the store's files
+    (docs/backends.md says what a PostgreSQL server may still keep).
+    """
     if (item_id is None) == (query is None):
         raise CommandError("give either an ID or --query WORDS (not both)")
     scope = _open(ctx, project, user)
@@ -296,8 +300,8 @@ def forget(
             ConfirmationRequest("forget", f"Forget these {len(items)} memories?", items)
         ):
             raise ConfirmationDeclined("forget", f"forgetting {len(items)} memories")
-    for store in scope.stores():  # one journaled batch per store
-        store.delete_many(item.id for owner, item in victims if owner is store)
+    for store in scope.stores():  # one journaled erase per store
+        store.forget(*(item.id for owner, item in victims if owner is store))
     if _json(ctx, json_output):
         emit_json({"forgotten": [item.id for _, item in victims]})
     else:

@@ -5,6 +5,11 @@ owns the vectors; deleting or re-embedding an item marks its row dead (a tombsto
 index is rebuilt from the live rows once the dead ones outnumber them. Append-only rows are
 what HNSW needs (it cannot remove a node) and let both kinds share one code path.
 
+A dead row forgets its id at once. A flat row's vector is zeroed at once too (nothing reads
+it again); an HNSW row's vector stays, because the graph still routes searches through the
+node, until the index is rebuilt: :meth:`RowIndex.erased` rebuilds it on demand, so an
+erase leaves no vector of a removed item in memory or in the next saved file.
+
 Exact scores come from numpy on a zero-copy view of the index's own vector storage: numpy's
 BLAS ``X @ q`` runs at memory bandwidth for one query, where ``IndexFlatIP.search`` falls back
 to a scalar loop below twenty queries (measured 2.5x slower, see ``docs/benchmarks.md``).
@@ -220,7 +225,7 @@ class RowIndex:
             self.digest = (self.digest + item_digest(item_id, vector)) & _MASK64
 
     def remove(self, item_id: str) -> bool:
-        """Mark the row of ``item_id`` dead; return whether it had one."""
+        """Mark the row of ``item_id`` dead and blank it; return whether it had one."""
         row = self.row_of.pop(item_id, None)
         if row is None:
             return False
@@ -234,7 +239,20 @@ class RowIndex:
             del self.ns_rows[namespace]
         self._mark(namespace, row, member=False)
         self.digest = (self.digest - item_digest(item_id, self.vectors()[row])) & _MASK64
+        self._blank(row)
         return True
+
+    def _blank(self, row: int) -> None:
+        """Drop a dead row's id, and its vector where nothing reads it again (flat)."""
+        self.ids[row] = ""
+        if self.kind == "flat":
+            self.vectors()[row] = 0.0
+
+    def erased(self) -> RowIndex:
+        """This index with no trace of a dead row: itself, or (HNSW with dead rows) rebuilt."""
+        if self.kind == "hnsw" and self.dead:
+            return self.compacted()
+        return self
 
     def move(self, item_id: str, namespace: str) -> None:
         """Record that a live item changed namespace (its vector stays)."""
@@ -376,6 +394,8 @@ class RowIndex:
         loaded.namespace_of_row = namespaces
         loaded.alive = alive
         loaded.dead = int((~alive).sum())
+        for row in np.flatnonzero(~alive):
+            loaded._blank(int(row))  # a file written before dead rows were blanked
         for row in np.flatnonzero(alive):
             loaded.row_of[ids[row]] = int(row)
             loaded.ns_rows.setdefault(namespaces[row], set()).add(int(row))

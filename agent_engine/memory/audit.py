@@ -3,19 +3,29 @@
 Every backend exposes an ``audit`` store. Keeping the journal in the backend (a table for SQL)
 means it survives exactly as long as the memory it describes and is shared by every process
 that shares the memory.
+
+Erasing an item must not leave its id in the journal either, so an audit store can *redact*:
+replace ids by erasure tokens (:func:`erasure_token`) in every event that names them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
 
 from agent_engine.errors import ValidationError
 from agent_engine.models import AuditAction, AuditEvent
 
-__all__ = ["AuditStore", "InMemoryAuditStore"]
+__all__ = ["AuditStore", "InMemoryAuditStore", "erasure_token", "redact_value"]
+
+ERASED_PREFIX = "erased:"
 
 
 @runtime_checkable
@@ -25,6 +35,8 @@ class AuditStore(Protocol):
     ``events`` returns newest first, filtered by namespace, time window (``since`` inclusive,
     ``until`` exclusive) and actions. ``trim`` drops the oldest events so at most
     ``keep_latest`` remain and none is older than ``older_than``; it returns how many went.
+    ``redact`` replaces ids by their tokens in every event (see :func:`redact_value`) and
+    returns how many events changed.
     """
 
     def append(self, event: AuditEvent) -> None:
@@ -50,6 +62,58 @@ class AuditStore(Protocol):
     def trim(self, *, keep_latest: int | None = None, older_than: datetime | None = None) -> int:
         """Drop the oldest events beyond ``keep_latest`` or before ``older_than``."""
         ...
+
+    def redact(self, tokens: Mapping[str, str]) -> int:
+        """Replace each id of ``tokens`` by its token in every event that names it."""
+        ...
+
+
+def erasure_token(item_id: str) -> str:
+    """The name an erased item keeps in the journal: ``erased:`` and a salted one-way digest.
+
+    The salt is random and thrown away, so nobody (the holder of the id included) can tell
+    which id a token stands for, or confirm a guess; one token replaces the id in every event
+    of the item, so the erased item's history still reads as one item's.
+    """
+    digest = hashlib.blake2b(
+        item_id.encode("utf-8", "surrogatepass"), key=secrets.token_bytes(16), digest_size=16
+    )
+    return ERASED_PREFIX + digest.hexdigest()
+
+
+def redact_value(value: Any, tokens: Mapping[str, str]) -> Any:
+    """``value`` (JSON data) with each id of ``tokens`` replaced by its token.
+
+    A string equal to an id becomes its token; inside a longer string (an error message of an
+    ``abort`` event) the id is replaced where it appears quoted, as Python's ``repr`` and JSON
+    print it, which is how this library's messages name ids. Unquoted, a short id could be an
+    ordinary word of the message.
+    """
+    if isinstance(value, str):
+        if value in tokens:
+            return tokens[value]
+        for item_id, token in tokens.items():
+            if item_id in value:
+                for quoted, replacement in (
+                    (repr(item_id), repr(token)),
+                    (json.dumps(item_id, ensure_ascii=False), json.dumps(token)),
+                ):
+                    value = value.replace(quoted, replacement)
+        return value
+    if isinstance(value, list | tuple):
+        return type(value)(redact_value(element, tokens) for element in value)
+    if isinstance(value, dict):
+        return {key: redact_value(element, tokens) for key, element in value.items()}
+    return value
+
+
+def redact_event(event: AuditEvent, tokens: Mapping[str, str]) -> AuditEvent:
+    """``event`` with the ids of ``tokens`` replaced (the same event when it names none)."""
+    item_ids = redact_value(event.item_ids, tokens)
+    detail = redact_value(event.detail, tokens)
+    if item_ids == event.item_ids and detail == event.detail:
+        return event
+    return attrs.evolve(event, item_ids=item_ids, detail=detail)
 
 
 def check_window(since: datetime | None, until: datetime | None, limit: int | None) -> None:
@@ -117,3 +181,15 @@ class InMemoryAuditStore:
             removed = len(self._events) - len(ordered)
             self._events = ordered
             return removed
+
+    def redact(self, tokens: Mapping[str, str]) -> int:
+        """Replace each id of ``tokens`` by its token in every event that names it."""
+        if not tokens:
+            return 0
+        with self._lock:
+            redacted = [redact_event(event, tokens) for event in self._events]
+            changed = sum(
+                1 for new, old in zip(redacted, self._events, strict=True) if new is not old
+            )
+            self._events = redacted
+            return changed

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -29,9 +29,16 @@ from agent_engine.errors import (
     ValidationError,
 )
 from agent_engine.filters import Filter, FilterInput, Op, Order, parse_filter, parse_order
-from agent_engine.memory.audit import AuditStore, InMemoryAuditStore
-from agent_engine.models import ContextItem, Tier, Vector
+from agent_engine.memory.audit import (
+    ERASED_PREFIX,
+    AuditStore,
+    InMemoryAuditStore,
+    erasure_token,
+    redact_value,
+)
+from agent_engine.models import ContextItem, Provenance, Tier, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
+from agent_engine.serde import from_dict, to_dict
 
 __all__ = ["BaseBackend", "Capabilities", "MemoryBackend", "Query", "SearchHit"]
 
@@ -79,6 +86,8 @@ class MemoryBackend(Protocol):
       :class:`~agent_engine.errors.ItemNotFoundError` and nothing of the batch changes.
     * ``get`` returns ``None`` for an unknown id; ``delete`` returns whether it removed
       something (deleting a missing id is not an error).
+    * ``delete`` removes an item from every read; ``erase`` also removes every trace of it
+      that the backend keeps, in memory and in the files it writes (see ``erase``).
     * ``query`` takes a filter document (``docs/filters.md``), a ``limit`` (``None`` for no
       limit) and ``order_by``: ``"field"`` sorts descending (newest first for the default
       ``"timestamp"``), ``"-field"`` ascending; nulls sort last and ties break by id.
@@ -127,6 +136,18 @@ class MemoryBackend(Protocol):
 
     def delete_many(self, item_ids: Iterable[str]) -> int:
         """Remove items in one operation; return how many existed."""
+        ...
+
+    def erase(self, item_ids: Iterable[str], *, tokens: Mapping[str, str] | None = None) -> int:
+        """Remove items and every trace of them; return how many existed.
+
+        When ``erase`` returns, no file the backend writes holds the items' text, vectors or
+        ids (``docs/backends.md`` says what each backend's server or file system may keep).
+        Each id is replaced wherever the backend still names it (its audit journal, the
+        provenance of items promoted from it) by its token: ``tokens[id]``, or a fresh
+        :func:`~agent_engine.memory.audit.erasure_token`. Erasing an unknown id is not an
+        error, and still redacts it.
+        """
         ...
 
     def query(
@@ -220,6 +241,15 @@ class BaseBackend(abc.ABC):
         """Remove items by id; return how many existed."""
 
     @abc.abstractmethod
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+        """Remove items and every trace of them this backend keeps; return how many existed.
+
+        Besides removing the items, replace each id by ``tokens[id]`` in the journal and in the
+        provenance of other items (:meth:`_redact_provenance` helps), and make sure the
+        files the backend writes no longer hold the items' bytes when this returns.
+        """
+
+    @abc.abstractmethod
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
         """Return matching items in ``order``, at most ``limit`` (``None``: all)."""
 
@@ -295,6 +325,35 @@ class BaseBackend(abc.ABC):
         removed = self._remove(ids)
         self._lexical_removed(ids)
         return removed
+
+    def erase(self, item_ids: Iterable[str], *, tokens: Mapping[str, str] | None = None) -> int:
+        """Remove items and every trace of them (see :class:`MemoryBackend`)."""
+        ids = list(dict.fromkeys(_check_ids(item_ids)))
+        given = dict(tokens or {})
+        for item_id, token in given.items():
+            if not isinstance(token, str) or not token.startswith(ERASED_PREFIX):
+                raise ValidationError(
+                    f"the token for {item_id!r} must come from "
+                    "agent_engine.memory.audit.erasure_token()",
+                    field="tokens",
+                    value=token,
+                )
+        if not ids:
+            return 0
+        removed = self._erase(ids, {i: given.get(i) or erasure_token(i) for i in ids})
+        self._lexical_removed(ids)
+        return removed
+
+    @staticmethod
+    def _redact_provenance(item: ContextItem, tokens: Mapping[str, str]) -> ContextItem | None:
+        """``item`` with erased ids replaced in its provenance, or ``None`` if it names none."""
+        if item.provenance is None:
+            return None
+        before = to_dict(item.provenance)
+        after = redact_value(before, tokens)
+        if after == before:
+            return None
+        return attrs.evolve(item, provenance=from_dict(Provenance, after))
 
     def query(
         self,

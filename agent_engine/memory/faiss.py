@@ -32,6 +32,10 @@ with a warning: a missing, corrupt, truncated or stale file (a writer killed aft
 save, another program writing the store) costs a rebuild, never an item. ``save()`` writes it
 atomically (temp file, fsync, rename); ``close()`` saves. The index reflects this backend's
 own writes; when other processes write the same store, call :meth:`FaissBackend.rebuild`.
+
+**Delete and erase.** A delete blanks the item's row at once (its id, and a flat index's
+vector); an HNSW graph keeps the vector until it is rebuilt. ``erase`` erases in the record
+store, rebuilds an HNSW graph that holds dead rows, and saves the file before it returns.
 """
 
 from __future__ import annotations
@@ -243,6 +247,16 @@ class FaissBackend(BaseBackend):
         with self._lock:
             removed = self.store.delete_many(item_ids)
             self._unindex(item_ids)
+            return removed
+
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+        """Erase in the record store, drop the rows, rebuild HNSW if needed, save the file."""
+        with self._lock:
+            removed = self.store.erase(item_ids, tokens=tokens)
+            self._unindex(item_ids)
+            if self._rows is not None:
+                self._rows = self._rows.erased()
+            self.save()
             return removed
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:

@@ -88,6 +88,17 @@ class InMemoryBackend(BaseBackend):
                     removed += 1
             return removed
 
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+        """Drop the items and redact their ids: this backend writes no files."""
+        with self._lock:
+            removed = self._remove(item_ids)
+            for item in list(self._items.values()):
+                redacted = self._redact_provenance(item, tokens)
+                if redacted is not None:
+                    self._store(redacted)
+            self.audit.redact(tokens)
+            return removed
+
     def _matching(self, where: Filter) -> list[ContextItem]:
         namespace = _namespace(where)
         status = next(

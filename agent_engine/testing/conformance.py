@@ -36,8 +36,9 @@ from agent_engine.errors import (
     ItemNotFoundError,
     ValidationError,
 )
+from agent_engine.memory.audit import erasure_token
 from agent_engine.memory.backend import MemoryBackend
-from agent_engine.models import ContextItem, Status, Tier
+from agent_engine.models import AuditAction, AuditEvent, ContextItem, Provenance, Status, Tier
 
 __all__ = ["BackendConformance", "make_item"]
 
@@ -778,6 +779,89 @@ class BackendConformance:
         assert index.neighbours("item-00006", 2) == []
         with pytest.raises(ValidationError):
             backend.lexical_index({"kind": "note"})
+
+    # ------------------------------------------------------------------ erase
+
+    def test_erase_removes_items_from_every_read(self, corpus: MemoryBackend) -> None:
+        """Erased items are gone from get, query, search and lexical search; unknown ids count 0.
+
+        If this fails while ``delete`` passes, the backend's ``_erase`` does not remove what
+        ``_remove`` removes.
+        """
+        best = corpus.search("kubernetes pod autoscaling", k=1)[0].item
+        assert corpus.erase([best.id, "no-such-item", best.id]) == 1
+        assert corpus.get(best.id) is None
+        assert best.id not in _ids(corpus.query(None, limit=None))
+        assert best.id not in {h.item.id for h in corpus.search("kubernetes pod autoscaling", 30)}
+        scope = {"namespace": best.namespace}
+        assert best.id not in {h.item.id for h in corpus.lexical_search("kubernetes", 30, scope)}
+        assert corpus.erase(["no-such-item"]) == 0
+        assert corpus.erase([]) == 0
+
+    def test_erase_replaces_the_id_in_the_journal(self, filled: MemoryBackend) -> None:
+        """Every event naming an erased id names its token instead, in item ids and in messages.
+
+        Events naming other items are left as they were.
+        """
+        doomed, kept = "item-00003", "item-00004"
+        ns = "project:p"
+        filled.audit.append(
+            AuditEvent(action="add", tier="project", namespace=ns, item_ids=[doomed, kept])
+        )
+        filled.audit.append(
+            AuditEvent(
+                action="abort",
+                tier="project",
+                namespace=ns,
+                item_ids=[doomed],
+                detail={"error": f"DuplicateItemError: an item with id {doomed!r} exists"},
+            )
+        )
+        filled.audit.append(AuditEvent(action="pin", tier="project", namespace=ns, item_ids=[kept]))
+        token = erasure_token(doomed)
+        assert filled.erase([doomed], tokens={doomed: token}) == 1
+        events = list(reversed(filled.audit.events(namespace=ns, limit=None)))
+        assert [event.item_ids for event in events] == [(token, kept), (token,), (kept,)]
+        assert events[1].detail == {
+            "error": f"DuplicateItemError: an item with id {token!r} exists"
+        }
+
+    def test_erase_replaces_the_id_in_provenance(self, filled: MemoryBackend) -> None:
+        """An item promoted from an erased one names the erased item by its token."""
+        source = filled.get("item-00002")
+        assert source is not None
+        copy = make_item(
+            900,
+            provenance=Provenance(source.id, Tier.TASK, "task:t", T0, reason="kept"),
+        )
+        filled.add(copy)
+        token = erasure_token(source.id)
+        filled.erase([source.id], tokens={source.id: token})
+        stored = filled.get(copy.id)
+        assert stored is not None
+        assert stored.provenance is not None
+        assert stored.provenance.source_item_id == token
+        assert attrs.evolve(stored, provenance=copy.provenance) == copy
+
+    def test_erase_without_tokens_makes_them(self, filled: MemoryBackend) -> None:
+        """Without tokens, each erased id is replaced by a fresh erasure token."""
+        ns = "project:p"
+        filled.audit.append(
+            AuditEvent(action="add", tier="project", namespace=ns, item_ids=["item-00001"])
+        )
+        filled.erase(["item-00001"])
+        (event,) = filled.audit.events(namespace=ns)
+        assert event.action is AuditAction.ADD
+        (token,) = event.item_ids
+        assert token.startswith("erased:")
+        assert token != erasure_token("item-00001")
+
+    @pytest.mark.parametrize("token", ["item-00002", "", 7])
+    def test_erase_refuses_tokens_it_did_not_make(self, filled: MemoryBackend, token: Any) -> None:
+        """A token must come from erasure_token(): an id cannot be rewritten into another id."""
+        with pytest.raises(ValidationError):
+            filled.erase(["item-00001"], tokens={"item-00001": token})
+        assert filled.get("item-00001") is not None
 
     # ------------------------------------------------------------------ access tracking
 

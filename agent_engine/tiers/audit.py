@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent_engine.errors import ValidationError
-from agent_engine.memory.audit import AuditStore
+from agent_engine.memory.audit import AuditStore, erasure_token, redact_value
 from agent_engine.models import AuditAction, AuditEvent, Tier, utcnow
 
 __all__ = ["AuditLog"]
@@ -95,6 +95,30 @@ class AuditLog:
                 {"intent": event.id, "error": f"{type(exc).__name__}: {exc}"},
             )
             raise
+
+    @contextmanager
+    def erasing(
+        self, tier: Tier, namespace: str, item_ids: tuple[str, ...]
+    ) -> Iterator[dict[str, str]]:
+        """Journal an erase of ``item_ids`` first, by token, and yield the tokens (id -> token).
+
+        The ``erase`` event names the items only by their tokens; an ``abort`` that follows a
+        failure names them the same way, with the ids in its error text replaced too. Once
+        the body succeeded, this log's store is redacted as well (nothing left to do when it
+        is the journal the backend already redacted while erasing).
+        """
+        tokens = {item_id: erasure_token(item_id) for item_id in item_ids}
+        hidden = tuple(tokens.values())
+        event = self.record(AuditAction.ERASE, tier, namespace, hidden)
+        try:
+            yield tokens
+        except BaseException as exc:
+            error = redact_value(f"{type(exc).__name__}: {exc}", tokens)
+            self.record(
+                AuditAction.ABORT, tier, namespace, hidden, {"intent": event.id, "error": error}
+            )
+            raise
+        self.store.redact(tokens)
 
     def trim(self) -> int:
         """Apply the retention settings now; return how many events were dropped."""

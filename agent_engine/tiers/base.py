@@ -282,6 +282,24 @@ class TierStore:
         with self.audit.journal(action, self.tier, self.namespace, mine):
             return self.backend.delete_many(mine)
 
+    def forget(self, *item_ids: str, erase: bool = True) -> int:
+        """Remove this store's items among ``item_ids``; return how many were here.
+
+        With ``erase`` (the default) no trace of them is left: the backend's ``erase`` removes
+        their text, vectors and ids from every file it writes before this returns, and the
+        journal keeps one ``erase`` event naming each item by a token (a salted digest whose
+        salt is discarded), which also replaces the id in the items' earlier events.
+        ``erase=False`` is :meth:`delete_many`: cheaper, and it leaves what
+        ``docs/backends.md`` lists. Foreign and unknown ids are skipped, never erased.
+        """
+        if not erase:
+            return self.delete_many(item_ids)
+        mine = tuple(item.id for item in self.get_many(item_ids))
+        if not mine:
+            return 0
+        with self.audit.erasing(self.tier, self.namespace, mine) as tokens:
+            return self.backend.erase(mine, tokens=tokens)
+
     def clear(self) -> int:
         """Remove every item of this store (and nothing of anyone else's)."""
         with self.audit.journal(AuditAction.CLEAR, self.tier, self.namespace):

@@ -53,7 +53,7 @@ class TestMemoryCommands:
         assert sql_cli("--json", "memory", "show", item).json()["status"] == "confirmed"
 
     def test_forget_one_by_id(self, sql_cli):
-        """forget ID deletes that item without asking; a second forget does not find it."""
+        """forget ID erases that item without asking; a second forget does not find it."""
         item = add(sql_cli, "Temporary note")
         result = sql_cli("memory", "forget", item)
         assert result.code == 0, result.err
@@ -62,8 +62,28 @@ class TestMemoryCommands:
         assert again.code == EXIT_ERROR
         assert "no item with id" in again.err
 
+    def test_forget_erases_from_the_store_files(self, sql_cli, tmp_path):
+        """After forget, no file of the store holds the memory's text or id (journal included)."""
+        keep = add(sql_cli, "Deploy on Tuesdays")
+        item = add(sql_cli, "Vault passphrase is hunter2-okapi-1984", "--tag", "secret")
+        assert sql_cli("memory", "pin", item).code == 0
+        store = tmp_path / "store"
+
+        def betrayed() -> list[str]:
+            return [
+                path.name
+                for path in store.rglob("*")
+                if path.is_file()
+                and (b"hunter2-okapi-1984" in (data := path.read_bytes()) or item.encode() in data)
+            ]
+
+        assert betrayed() == ["memory.db"]
+        assert sql_cli("memory", "forget", item).code == 0
+        assert betrayed() == []
+        assert [listed["id"] for listed in sql_cli("--json", "memory", "list").json()] == [keep]
+
     def test_forget_many_asks_first(self, sql_cli):
-        """forget --query asks before deleting several; declined keeps them, --yes deletes."""
+        """forget --query asks before erasing several; declined keeps them, --yes erases."""
         first = add(sql_cli, "Flaky login test on CI")
         second = add(sql_cli, "The login test is flaky on Mondays")
         keep = add(sql_cli, "Login page uses OAuth")

@@ -88,6 +88,40 @@ def test_dead_rows_are_compacted_and_never_returned(kind):
     assert not {hit.item.id for hit in hits} & set(doomed)
 
 
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_a_deleted_row_keeps_no_id_and_a_flat_row_no_vector(kind, tmp_path):
+    """A delete blanks its row at once; a saved file keeps HNSW's copy of the vector only."""
+    items = _corpus(40)
+    backend = FaissBackend(dim=DIM, index=kind, index_path=tmp_path / "v.faiss")
+    backend.add_many(items)
+    row = backend._rows.row_of[items[3].id]
+    backend.delete(items[3].id)
+    assert backend._rows.ids[row] == ""
+    vector = items[3].embedding / np.linalg.norm(items[3].embedding)
+    assert np.array_equal(backend._rows.vectors()[row], vector) == (kind == "hnsw")
+    backend.save()
+    reloaded = RowIndex.load(tmp_path / "v.faiss", kind, 48, 200)
+    assert reloaded.ids[row] == ""
+    assert len(backend.search(items[3].embedding, k=40)) == 39
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_erase_leaves_no_dead_vector_and_saves(kind, tmp_path):
+    """After erase the index (HNSW rebuilt) and its saved file hold no row of the item."""
+    items = _corpus(40)
+    backend = FaissBackend(dim=DIM, index=kind, index_path=tmp_path / "v.faiss")
+    backend.add_many(items)
+    backend.save()
+    assert backend.erase([items[3].id, items[4].id]) == 2
+    vectors = [item.embedding / np.linalg.norm(item.embedding) for item in items[3:5]]
+    for rows in (backend._rows, RowIndex.load(tmp_path / "v.faiss", kind, 48, 200)):
+        assert rows.live == 38
+        assert not {items[3].id, items[4].id} & set(rows.ids)
+        stored = rows.vectors()
+        assert not any(np.isclose(stored, vector).all(axis=1).any() for vector in vectors)
+    assert len(backend.search(items[3].embedding, k=40)) == 38
+
+
 def test_scoped_exact_search_over_batched_namespaces():
     """Namespaces written in long batches (scored run by run) rank exactly, holes included."""
     rng = np.random.default_rng(3)

@@ -78,3 +78,13 @@ def test_file_connections_keep_a_large_page_cache(backend):
     with backend.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA cache_size").scalar_one() == -65536
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+
+
+def test_connections_zero_what_they_free(backend):
+    """secure_delete is on whatever SQLite's compiled default (off on many builds).
+
+    Without it a deleted or updated row's bytes stay in the file's free space, and erasing
+    the item later cannot reach the copies its earlier updates left behind.
+    """
+    with backend.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA secure_delete").scalar_one() == 1

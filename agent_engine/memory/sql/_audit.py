@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 import sqlalchemy as sa
 
 from agent_engine.errors import ValidationError
-from agent_engine.memory.audit import check_window
+from agent_engine.memory.audit import check_window, redact_value
 from agent_engine.memory.sql._rows import decode_time, encode_time
 from agent_engine.memory.sql._schema import audit_events
 from agent_engine.models import AuditAction, AuditEvent
 
-__all__ = ["Runner", "SQLAuditStore"]
+__all__ = ["Runner", "SQLAuditStore", "redact_events", "where_text_names"]
 
 T = TypeVar("T")
+_REDACT_CHUNK = 100
+"""Ids looked for per statement (each adds two ``LIKE`` conditions)."""
 
 
 class Runner(Protocol):
@@ -126,3 +128,53 @@ class SQLAuditStore:
             return removed
 
         return self._write(run)
+
+    def redact(self, tokens: Mapping[str, str]) -> int:
+        """Replace each id of ``tokens`` by its token in every event that names it."""
+        if not tokens:
+            return 0
+        return self._write(lambda connection: redact_events(connection, tokens))
+
+
+def where_text_names(
+    columns: Iterable[sa.ColumnElement[str]], ids: Iterable[str]
+) -> sa.ColumnElement[bool]:
+    """Rows whose JSON text in one of ``columns`` may name one of ``ids`` (a superset).
+
+    Every string that contains an id contains its JSON escape, so a ``LIKE`` on the escape
+    finds each such row; the caller decodes the candidates and decides.
+    """
+    escaped = [json.dumps(item_id, ensure_ascii=False)[1:-1] for item_id in ids]
+    return sa.or_(
+        *(column.contains(text, autoescape=True) for column in columns for text in escaped)
+    )
+
+
+def redact_events(connection: sa.Connection, tokens: Mapping[str, str]) -> int:
+    """Redact the journal in ``connection``'s transaction; return how many events changed."""
+    changed = 0
+    ids = list(tokens)
+    for start in range(0, len(ids), _REDACT_CHUNK):
+        condition = where_text_names(
+            (audit_events.c.item_ids, audit_events.c.detail), ids[start : start + _REDACT_CHUNK]
+        )
+        rows = connection.execute(
+            sa.select(audit_events.c.id, audit_events.c.item_ids, audit_events.c.detail).where(
+                condition
+            )
+        ).all()
+        for row in rows:
+            old_ids, old_detail = json.loads(row.item_ids), json.loads(row.detail)
+            item_ids, detail = redact_value(old_ids, tokens), redact_value(old_detail, tokens)
+            if item_ids == old_ids and detail == old_detail:
+                continue
+            connection.execute(
+                audit_events.update()
+                .where(audit_events.c.id == row.id)
+                .values(
+                    item_ids=json.dumps(item_ids, ensure_ascii=False),
+                    detail=json.dumps(detail, ensure_ascii=False),
+                )
+            )
+            changed += 1
+    return changed

@@ -1,11 +1,12 @@
 """Engines for the SQL backend: the default location, SQLite settings and retry on contention.
 
 SQLite runs in WAL mode (readers never wait for the writer) with a busy timeout, foreign keys
-on, and every write transaction opened with ``BEGIN IMMEDIATE``: a writer takes the write lock
-up front instead of upgrading a read lock mid-transaction, which SQLite answers with an
-immediate "database is locked" that the busy timeout cannot help. What contention remains
-(a timeout under heavy load, a PostgreSQL serialization failure or deadlock) is retried with
-a bounded exponential backoff, logged, before it reaches the caller.
+on, ``secure_delete`` on (freed bytes are zeroed when they are freed, whatever the build's
+default), and every write transaction opened with ``BEGIN IMMEDIATE``: a writer takes the
+write lock up front instead of upgrading a read lock mid-transaction, which SQLite answers
+with an immediate "database is locked" that the busy timeout cannot help. What contention
+remains (a timeout under heavy load, a PostgreSQL serialization failure or deadlock) is
+retried with a bounded exponential backoff, logged, before it reaches the caller.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "SNAPSHOT_FREE",
     "create_engine",
     "default_database_url",
+    "flush_erased",
     "is_sqlite",
     "retrying",
 ]
@@ -120,6 +122,12 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
                 cursor.execute("PRAGMA mmap_size=268435456")
             cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
+            # Zero what a delete or update frees, so the file keeps no old row content in free
+            # pages or cell gaps. Erasing one item afterwards is not enough on its own: an
+            # update made while this was off left the item's earlier bytes behind. Measured
+            # within noise on adds, updates, touches and deletes of 20k items, and already the
+            # compiled default of many distributions' SQLite.
+            cursor.execute("PRAGMA secure_delete=ON")
         finally:
             cursor.close()
 
@@ -131,6 +139,41 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(IMMEDIATE) else "BEGIN")
 
     return engine
+
+
+def flush_erased(engine: sa.Engine, tables: list[str]) -> None:
+    """Push what a committed erase removed out of the files the database keeps it in.
+
+    SQLite: a ``TRUNCATE`` checkpoint copies the write-ahead log into the database (whose
+    freed bytes ``secure_delete`` zeroed) and empties the log file, which otherwise keeps the
+    old page images until they are overwritten. It waits for readers up to the busy timeout;
+    if one still holds the log then, :class:`~agent_engine.errors.BackendUnavailableError`
+    says so. PostgreSQL: a plain ``VACUUM`` of ``tables`` (outside any transaction) removes
+    the dead rows from the tables and their indexes; what the server keeps after that is its
+    own (``docs/backends.md``), so a failed vacuum is logged, not raised.
+    """
+    log = get_logger(component="sql", operation="flush_erased")
+    if is_sqlite(engine):
+        database = engine.url.database or ""
+        if database in {"", ":memory:"} or "mode=memory" in database:
+            return
+        # The checkpoint itself waits for readers through the busy handler (the busy timeout).
+        with engine.connect() as connection:
+            connection.execution_options(**{SNAPSHOT_FREE: True})
+            busy, _, _ = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+        if not busy:
+            return
+        raise BackendUnavailableError(
+            "the items are erased from the tables, but other connections kept reading the "
+            "write-ahead log, which still holds their old pages: it is emptied by the next "
+            "erase, or when the last connection to the database closes",
+            backend="SQLAlchemyBackend",
+        )
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.exec_driver_sql("VACUUM " + ", ".join(tables))
+    except exc.DBAPIError as error:
+        log.warning("vacuum after erase failed", error=str(error.orig))
 
 
 def _retryable(error: BaseException) -> bool:

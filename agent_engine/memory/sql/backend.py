@@ -9,6 +9,7 @@ SQL-filtered chunks through the inherited scan, so no call loads a whole table.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -29,20 +30,21 @@ from agent_engine.errors import (
     ItemNotFoundError,
 )
 from agent_engine.filters import Filter, Order
-from agent_engine.memory.audit import AuditStore
+from agent_engine.memory.audit import AuditStore, redact_value
 from agent_engine.memory.backend import BaseBackend, Capabilities
-from agent_engine.memory.sql._audit import SQLAuditStore
+from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, where_text_names
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     SNAPSHOT_FREE,
     create_engine,
     default_database_url,
+    flush_erased,
     retrying,
 )
 from agent_engine.memory.sql._filters import select_items, where_clause
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
 from agent_engine.memory.sql._rows import encode_time, item_row, row_item, tag_rows
-from agent_engine.memory.sql._schema import item_tags, items
+from agent_engine.memory.sql._schema import audit_events, item_tags, items
 from agent_engine.models import ContextItem
 
 __all__ = ["SQLAlchemyBackend"]
@@ -51,6 +53,8 @@ T = TypeVar("T")
 
 _ID_CHUNK = 5000
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
+_REDACT_CHUNK = 100
+"""Erased ids looked for per ``LIKE`` scan of the provenance column."""
 
 
 class SQLAlchemyBackend(BaseBackend):
@@ -136,8 +140,14 @@ class SQLAlchemyBackend(BaseBackend):
                 with connection.begin():
                     return work(connection)
 
-        try:
+        with self._translating():
             return retrying(attempt, "write" if write else "read")
+
+    @contextlib.contextmanager
+    def _translating(self) -> Iterator[None]:
+        """Turn driver errors into this library's (integrity errors pass: callers decide)."""
+        try:
+            yield
         except exc.OperationalError as error:
             raise BackendUnavailableError(
                 f"database error: {error.orig}", backend="SQLAlchemyBackend"
@@ -237,13 +247,33 @@ class SQLAlchemyBackend(BaseBackend):
         self._write(work)
 
     def _remove(self, item_ids: list[str]) -> int:
+        return self._write(lambda connection: self._remove_in(connection, item_ids))
+
+    @staticmethod
+    def _remove_in(connection: sa.Connection, item_ids: list[str]) -> int:
+        removed = 0
+        for chunk in _chunks(item_ids):
+            removed += connection.execute(items.delete().where(items.c.id.in_(chunk))).rowcount
+        return removed
+
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+        """Delete, redact the journal and provenance in one transaction, then flush the files.
+
+        ``secure_delete`` (always on) zeroes the freed bytes in the database file; the flush
+        empties SQLite's write-ahead log, or vacuums the tables on PostgreSQL
+        (:func:`~agent_engine.memory.sql._engine.flush_erased`).
+        """
+
         def work(connection: sa.Connection) -> int:
-            removed = 0
-            for chunk in _chunks(item_ids):
-                removed += connection.execute(items.delete().where(items.c.id.in_(chunk))).rowcount
+            removed = self._remove_in(connection, item_ids)
+            _redact_provenance_rows(connection, tokens)
+            redact_events(connection, tokens)
             return removed
 
-        return self._write(work)
+        removed = self._write(work)
+        with self._guard, self._translating():
+            flush_erased(self._engine, [table.name for table in (items, item_tags, audit_events)])
+        return removed
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
         query = select_items(where, order, limit)
@@ -336,6 +366,23 @@ def _fetch_all(query: sa.Select[Any]) -> Callable[[sa.Connection], list[Any]]:
 def _chunks(values: list[str]) -> Iterator[list[str]]:
     for start in range(0, len(values), _ID_CHUNK):
         yield values[start : start + _ID_CHUNK]
+
+
+def _redact_provenance_rows(connection: sa.Connection, tokens: dict[str, str]) -> None:
+    """Replace erased ids in the provenance of the items promoted from them."""
+    ids = list(tokens)
+    for start in range(0, len(ids), _REDACT_CHUNK):
+        condition = where_text_names([items.c.provenance], ids[start : start + _REDACT_CHUNK])
+        rows = connection.execute(sa.select(items.c.id, items.c.provenance).where(condition))
+        for row in rows.all():
+            before = json.loads(row.provenance)
+            after = redact_value(before, tokens)
+            if after != before:
+                connection.execute(
+                    items.update()
+                    .where(items.c.id == row.id)
+                    .values(provenance=json.dumps(after, ensure_ascii=False, separators=(",", ":")))
+                )
 
 
 def _existing(connection: sa.Connection, ids: list[str]) -> set[str]:
