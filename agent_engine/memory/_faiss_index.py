@@ -5,10 +5,14 @@ owns the vectors; deleting or re-embedding an item marks its row dead (a tombsto
 index is rebuilt from the live rows once the dead ones outnumber them. Append-only rows are
 what HNSW needs (it cannot remove a node) and let both kinds share one code path.
 
-A dead row forgets its id at once. A flat row's vector is zeroed at once too (nothing reads
-it again); an HNSW row's vector stays, because the graph still routes searches through the
-node, until the index is rebuilt: :meth:`RowIndex.erased` rebuilds it on demand, so an
-erase leaves no vector of a removed item in memory or in the next saved file.
+A dead row forgets its id and namespace at once. A flat row's vector is zeroed at once too
+(nothing reads it again); an HNSW row's vector stays, because the graph still routes
+searches through the node, until :meth:`RowIndex.zero_dead_vectors` (which an erase calls)
+zeroes it in place. Zeroing costs the removed rows, not the store: a rebuild took as long as
+building the graph. The node keeps its place in the graph's neighbour lists (row numbers,
+nothing of the item) until the next rebuild; a zero vector scores 0 against every query, so
+a search seldom expands it and rarely needs it to reach another node (recall@10 on 20k
+128-d vectors went from 0.98 to 0.96 with half the rows zeroed, the most before compaction).
 
 Exact scores come from numpy on a zero-copy view of the index's own vector storage: numpy's
 BLAS ``X @ q`` runs at memory bandwidth for one query, where ``IndexFlatIP.search`` falls back
@@ -94,6 +98,8 @@ class RowIndex:
         self._bitmaps: dict[str, tuple[npt.NDArray[np.uint8], Any]] = {}
         self._live_selector: tuple[npt.NDArray[np.int64], Any, Any] | None = None
         self._dead_cache: npt.NDArray[np.int64] | None = None
+        # Dead HNSW rows whose vector the graph still holds (flat rows are zeroed at once).
+        self._kept_vectors: list[int] = []
 
     def _new_index(self) -> Any:
         if self.kind == "hnsw":
@@ -243,16 +249,24 @@ class RowIndex:
         return True
 
     def _blank(self, row: int) -> None:
-        """Drop a dead row's id, and its vector where nothing reads it again (flat)."""
+        """Drop a dead row's id and namespace, and its vector where nothing reads it (flat)."""
         self.ids[row] = ""
+        self.namespace_of_row[row] = ""
         if self.kind == "flat":
             self.vectors()[row] = 0.0
+        else:
+            self._kept_vectors.append(row)
 
-    def erased(self) -> RowIndex:
-        """This index with no trace of a dead row: itself, or (HNSW with dead rows) rebuilt."""
-        if self.kind == "hnsw" and self.dead:
-            return self.compacted()
-        return self
+    def zero_dead_vectors(self) -> None:
+        """Zero, in place, the vectors an HNSW graph still holds for dead rows.
+
+        Afterwards no dead row keeps anything of its item in memory or in the next saved
+        file; only its links stay in the graph (see the module docstring). Costs the rows
+        removed since the last call, whatever the size of the index.
+        """
+        if self._kept_vectors:
+            self.vectors()[np.asarray(self._kept_vectors, dtype=np.int64)] = 0.0
+            self._kept_vectors = []
 
     def move(self, item_id: str, namespace: str) -> None:
         """Record that a live item changed namespace (its vector stays)."""

@@ -33,9 +33,10 @@ save, another program writing the store) costs a rebuild, never an item. ``save(
 atomically (temp file, fsync, rename); ``close()`` saves. The index reflects this backend's
 own writes; when other processes write the same store, call :meth:`FaissBackend.rebuild`.
 
-**Delete and erase.** A delete blanks the item's row at once (its id, and a flat index's
-vector); an HNSW graph keeps the vector until it is rebuilt. ``erase`` erases in the record
-store, rebuilds an HNSW graph that holds dead rows, and saves the file before it returns.
+**Delete and erase.** A delete blanks the item's row at once (its id and namespace, and a
+flat index's vector); an HNSW graph keeps the vector until it is rebuilt. ``erase`` erases in
+the record store, zeroes in place every vector the HNSW graph still holds for a dead row (the
+node's links stay until the next rebuild), and saves the file before it returns.
 """
 
 from __future__ import annotations
@@ -250,12 +251,12 @@ class FaissBackend(BaseBackend):
             return removed
 
     def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
-        """Erase in the record store, drop the rows, rebuild HNSW if needed, save the file."""
+        """Erase in the record store, drop the rows, zero HNSW's dead vectors, save the file."""
         with self._lock:
             removed = self.store.erase(item_ids, tokens=tokens)
             self._unindex(item_ids)
             if self._rows is not None:
-                self._rows = self._rows.erased()
+                self._rows.zero_dead_vectors()
             self.save()
             return removed
 

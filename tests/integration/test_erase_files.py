@@ -102,8 +102,9 @@ class TestForgetLeavesNoTrace:
 
         If the text or vector stays in ``memory.db``: ``secure_delete`` is off, or an earlier
         version of the row lingers. In ``memory.db-wal``: the erase did not truncate the log.
-        In ``vectors.faiss``: the dead row was not blanked (flat) or rebuilt away (HNSW), or
-        the file was not saved. The id alone in ``memory.db``: the journal was not redacted.
+        In ``vectors.faiss``: the dead row's id or vector was not blanked (flat) or zeroed
+        (HNSW), or the file was not saved. The id alone in ``memory.db``: the journal was not
+        redacted.
         """
         backend = STORES[kind](tmp_path)
         project = ProjectMemoryStore("shop", backend)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.errors import BackendUnavailableError, ValidationError
-from agent_engine.memory._faiss_index import RowIndex
+from agent_engine.memory._faiss_index import RowIndex, load_faiss
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.testing.conformance import make_item
@@ -97,17 +97,19 @@ def test_a_deleted_row_keeps_no_id_and_a_flat_row_no_vector(kind, tmp_path):
     row = backend._rows.row_of[items[3].id]
     backend.delete(items[3].id)
     assert backend._rows.ids[row] == ""
+    assert backend._rows.namespace_of_row[row] == ""
     vector = items[3].embedding / np.linalg.norm(items[3].embedding)
     assert np.array_equal(backend._rows.vectors()[row], vector) == (kind == "hnsw")
     backend.save()
     reloaded = RowIndex.load(tmp_path / "v.faiss", kind, 48, 200)
     assert reloaded.ids[row] == ""
+    assert reloaded.namespace_of_row[row] == ""
     assert len(backend.search(items[3].embedding, k=40)) == 39
 
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
 def test_erase_leaves_no_dead_vector_and_saves(kind, tmp_path):
-    """After erase the index (HNSW rebuilt) and its saved file hold no row of the item."""
+    """After erase the index and its saved file hold neither the items' ids nor vectors."""
     items = _corpus(40)
     backend = FaissBackend(dim=DIM, index=kind, index_path=tmp_path / "v.faiss")
     backend.add_many(items)
@@ -120,6 +122,67 @@ def test_erase_leaves_no_dead_vector_and_saves(kind, tmp_path):
         stored = rows.vectors()
         assert not any(np.isclose(stored, vector).all(axis=1).any() for vector in vectors)
     assert len(backend.search(items[3].embedding, k=40)) == 38
+
+
+def test_hnsw_erase_zeroes_dead_vectors_in_place_and_keeps_the_graph(tmp_path):
+    """An HNSW erase zeroes every dead row's vector and leaves the rest of the index as it was.
+
+    Dead rows of plain deletes and of re-embedded items are zeroed too: they may be earlier
+    vectors of an erased item. The graph is not rebuilt: its neighbour lists and the live
+    vectors are the same, in memory and in the saved file.
+    """
+    faiss = load_faiss()
+    items = _corpus(200)
+    backend = FaissBackend(dim=DIM, index="hnsw", index_path=tmp_path / "v.faiss")
+    backend.add_many(items)
+    rows = backend._rows
+    backend.delete(items[7].id)
+    backend.update(attrs.evolve(items[8], embedding=items[9].embedding))
+    dead = [rows.row_of.get(item.id, -1) for item in items[3:5]]
+    neighbours = faiss.vector_to_array(rows.index.hnsw.neighbors).copy()
+    vectors = rows.vectors().copy()
+
+    assert backend.erase([items[3].id, items[4].id]) == 2
+
+    assert backend._rows is rows
+    for index in (rows, RowIndex.load(tmp_path / "v.faiss", "hnsw", 48, 200)):
+        assert index.dead == 4
+        dead_rows = index.dead_rows()
+        assert set(dead) < set(dead_rows.tolist())
+        assert np.array_equal(faiss.vector_to_array(index.index.hnsw.neighbors), neighbours)
+        assert not index.vectors()[dead_rows].any()
+        live = np.flatnonzero(index.alive)
+        assert np.array_equal(index.vectors()[live], vectors[live])
+        assert {index.ids[r] for r in dead_rows} == {index.namespace_of_row[r] for r in dead_rows}
+        assert {index.ids[r] for r in dead_rows} == {""}
+
+
+def test_hnsw_search_after_erase_finds_the_remaining_items():
+    """With a third of the graph's nodes erased (zeroed), HNSW search still ranks the rest well.
+
+    Scoped searches under ``exact_below`` stay exact; unscoped ones keep the recall of a
+    graph without erasures and never return an erased item.
+    """
+    items = _corpus(3000)
+    backend = FaissBackend(dim=DIM, index="hnsw", exact_below=1, ef_search=128)
+    backend.add_many(items)
+    erased = {item.id for item in items[::3]}
+    backend.erase(sorted(erased))
+    assert backend._rows.dead == len(erased)  # not compacted: the zeroed nodes are searched
+    remaining = [item for item in items if item.id not in erased]
+    rng = np.random.default_rng(2)
+    overlap = 0
+    for _ in range(20):
+        query = rng.standard_normal(DIM)
+        got = [hit.item.id for hit in backend.search(query, k=10)]
+        assert not set(got) & erased
+        overlap += len(set(got) & set(_oracle(remaining, query, 10, lambda _: True)))
+    assert overlap / 200 >= 0.9
+    backend.exact_below = 20_000
+    query = rng.standard_normal(DIM)
+    hits = backend.search(query, k=10, filters={"namespace": "ns-1"})
+    want = _oracle(remaining, query, 10, lambda i: i.namespace == "ns-1")
+    assert [hit.item.id for hit in hits] == want
 
 
 def test_scoped_exact_search_over_batched_namespaces():
