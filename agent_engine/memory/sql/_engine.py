@@ -101,6 +101,8 @@ def create_engine(url: str, *, read_only: bool = False) -> sa.Engine:
 def _postgresql_engine(url: sa.URL, *, read_only: bool) -> sa.Engine:
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
+    where = url.render_as_string(hide_password=True)
+    driver = url.get_driver_name()
     if read_only:
         # Appended to the URL's own `options` (a search_path, say), which connect_args
         # would replace.
@@ -109,8 +111,6 @@ def _postgresql_engine(url: sa.URL, *, read_only: bool) -> sa.Engine:
         url = url.update_query_dict(
             {"options": " ".join([*options, "-c default_transaction_read_only=on"])}
         )
-    where = url.render_as_string(hide_password=True)
-    driver = url.get_driver_name()
     try:
         return sa.create_engine(url, pool_pre_ping=True)
     except exc.NoSuchModuleError:
