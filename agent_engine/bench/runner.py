@@ -18,7 +18,7 @@ from agent_engine.bench.report import write_report
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersTokenCounter
 
-__all__ = ["SuiteOptions", "run_suite"]
+__all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
 PARTS = ("quality", "cost")
 """The parts of the suite, in the order they run."""
@@ -117,11 +117,9 @@ def parse_ints(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agent_engine.bench``: the suite with a progress bar."""
+def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
+    """What ``argv`` asks the suite to do; a usage error exits 2, as argparse does."""
     import argparse  # noqa: PLC0415 - only the script entry needs it
-
-    from rich.progress import Progress as RichProgress  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="python -m agent_engine.bench", description=__doc__)
     # No `choices` here: Python 3.11's argparse checks a `nargs="*"` positional's default
@@ -152,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(args.backends.split(",")) - set(cost_suite.BACKENDS))
     if unknown:
         parser.error(f"unknown backend(s): {', '.join(unknown)}")
-    options = SuiteOptions(
+    return SuiteOptions(
         parts=frozenset(args.parts or PARTS),
         data=args.data,
         out=args.out,
@@ -165,6 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m agent_engine.bench``: the suite with a progress bar."""
+    from rich.progress import Progress as RichProgress  # noqa: PLC0415
+
+    options = parse_options(argv)
     with RichProgress() as bar:
 
         def progress(description: str, total: int) -> Callable[[int], None]:
