@@ -1,8 +1,10 @@
 """agent_engine: tiered memory (task, project, global) and context assembly for LLM agents.
 
 The public API is what ``__all__`` lists; everything else may change without notice.
+``__version__`` is the installed distribution's version.
 """
 
+from agent_engine._version import __version__
 from agent_engine.assembler.allocation import allocate
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.candidates import GatherLimits
@@ -159,6 +161,7 @@ __all__ = [
     "TokenCounter",
     "TransformersTokenCounter",
     "ValidationError",
+    "__version__",
     "allocate",
     "database_revision",
     "default_database_url",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import agent_engine
 
 
@@ -18,4 +20,20 @@ class TestPublicApi:
             if not name.startswith("_")
             and not isinstance(getattr(agent_engine, name), type(agent_engine))
         }
-        assert public == set(agent_engine.__all__)
+        assert public | {"__version__"} == set(agent_engine.__all__)
+
+    def test_version(self):
+        """__version__ is exported: the installed distribution's version string."""
+        assert "__version__" in agent_engine.__all__
+        assert agent_engine.__version__ == importlib.metadata.version("agent-engine")
+
+    def test_version_of_an_uninstalled_checkout(self, tmp_path):
+        """Without metadata the version comes from pyproject.toml, else it is 0+unknown."""
+        from agent_engine._version import UNKNOWN, _checkout_version  # noqa: PLC0415
+
+        pyproject = tmp_path / "pyproject.toml"
+        assert _checkout_version(pyproject) == UNKNOWN
+        pyproject.write_text('[project]\nname = "agent-engine"\nversion = "1.2.3"\n')
+        assert _checkout_version(pyproject) == "1.2.3"
+        pyproject.write_text("[project\n")
+        assert _checkout_version(pyproject) == UNKNOWN

@@ -18,7 +18,10 @@ from agent_engine.bench.report import write_report
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersTokenCounter
 
-__all__ = ["SuiteOptions", "run_suite"]
+__all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
+
+PARTS = ("quality", "cost")
+"""The parts of the suite, in the order they run."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
 """Progress factory: ``(task description, total steps) -> advance(n)``."""
@@ -28,7 +31,7 @@ Progress = Callable[[str, int], Callable[[int], None]]
 class SuiteOptions:
     """What to run and where to write it."""
 
-    parts: frozenset[str] = frozenset({"quality", "cost"})
+    parts: frozenset[str] = frozenset(PARTS)
     data: Path | None = None
     out: Path = Path("bench-results")
     embedder: str = "minilm"
@@ -92,6 +95,16 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
     return write_report(results, options.out)
 
 
+def _part(name: str) -> str:
+    """A part of the suite named on the command line."""
+    import argparse  # noqa: PLC0415 - only the script entry needs it
+
+    if name not in PARTS:
+        message = f"{name!r} is not a part of the suite ({', '.join(PARTS)})"
+        raise argparse.ArgumentTypeError(message)
+    return name
+
+
 def parse_ints(text: str) -> tuple[int, ...]:
     """``"0-4,7"`` -> ``(0, 1, 2, 3, 4, 7)``."""
     values: list[int] = []
@@ -104,15 +117,19 @@ def parse_ints(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agent_engine.bench``: the suite with a progress bar."""
+def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
+    """What ``argv`` asks the suite to do; a usage error exits 2, as argparse does."""
     import argparse  # noqa: PLC0415 - only the script entry needs it
 
-    from rich.progress import Progress as RichProgress  # noqa: PLC0415
-
     parser = argparse.ArgumentParser(prog="python -m agent_engine.bench", description=__doc__)
+    # No `choices` here: Python 3.11's argparse checks a `nargs="*"` positional's default
+    # (even an empty one) against them and rejects every command that names no part.
     parser.add_argument(
-        "parts", nargs="*", default=["quality", "cost"], choices=["quality", "cost"]
+        "parts",
+        nargs="*",
+        type=_part,
+        metavar="PART",
+        help=f"{', '.join(PARTS)} (default: both)",
     )
     parser.add_argument("--data", type=Path, default=None, help="locomo10.json (or its folder)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
@@ -133,8 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(args.backends.split(",")) - set(cost_suite.BACKENDS))
     if unknown:
         parser.error(f"unknown backend(s): {', '.join(unknown)}")
-    options = SuiteOptions(
-        parts=frozenset(args.parts),
+    return SuiteOptions(
+        parts=frozenset(args.parts or PARTS),
         data=args.data,
         out=args.out,
         embedder=args.embedder,
@@ -146,6 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m agent_engine.bench``: the suite with a progress bar."""
+    from rich.progress import Progress as RichProgress  # noqa: PLC0415
+
+    options = parse_options(argv)
     with RichProgress() as bar:
 
         def progress(description: str, total: int) -> Callable[[int], None]:

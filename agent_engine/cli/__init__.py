@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from agent_engine.cli._errors import EXIT_ERROR, EXIT_OK, report
+from agent_engine.cli._errors import report
 from agent_engine.cli._settings import Settings
 
 __all__ = ["main"]
@@ -17,21 +17,13 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    import typer  # noqa: PLC0415 - keeps `import agent_engine.cli` light
-
-    from agent_engine.cli._app import app  # noqa: PLC0415
-
     args = list(sys.argv[1:] if argv is None else argv)
     settings = Settings(debug="--debug" in args)
     try:
-        # Standalone mode: typer reports usage errors (exit 2) and --help itself, and ends
-        # with SystemExit; agent_engine's own errors come through to be reported here.
-        typer.main.get_command(app).main(
-            args=args, prog_name="agent-engine", standalone_mode=True, obj=settings
-        )
-    except SystemExit as exited:
-        code = exited.code
-        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_ERROR)
-    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - the one place that reports
+        # Imported here: `import agent_engine.cli` stays light, and Ctrl-C while the command
+        # loads is reported like Ctrl-C while it runs.
+        from agent_engine.cli._run import run  # noqa: PLC0415
+
+        return run(args, settings)
+    except KeyboardInterrupt as error:
         return report(error, debug=settings.debug)
-    return EXIT_OK

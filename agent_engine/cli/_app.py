@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
+import agent_engine
 from agent_engine.cli import _bench, _db, _demo, _memory
-from agent_engine.cli._settings import EmbedderName, Settings
+from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
 
 __all__ = ["app"]
 
@@ -20,7 +21,16 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    # Plain help, as click writes it, here and in every group: typer's rich layout puts a
+    # `<bool>` placeholder beside every flag (even `--help <bool>`) as if each took a value.
+    rich_markup_mode=None,
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"agent-engine {agent_engine.__version__}\n")
+        raise typer.Exit
 
 
 @app.callback()
@@ -50,9 +60,21 @@ def root(
     embedder: Annotated[
         EmbedderName,
         typer.Option(
-            "--embedder", help="auto: MiniLM when installed, else hashing (fast, no model)."
+            "--embedder",
+            envvar=EMBEDDER_ENV,
+            help="auto: MiniLM when installed, else hashing (fast, no model).",
         ),
     ] = EmbedderName.AUTO,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            expose_value=False,
+            help="Print the version and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Tiered memory and context assembly for LLM agents."""
     found = ctx.find_object(Settings)
@@ -72,9 +94,12 @@ def root(
         logger.addHandler(handler)
 
 
-app.command(name="demo")(_demo.demo)
+app.command(name="demo", short_help="Run the demo: an agent's task on a sample project.")(
+    _demo.demo
+)
 app.command(
     name="bench",
+    short_help="Run the benchmark suite (`bench --help` lists its options).",
     context_settings={
         "allow_extra_args": True,
         "ignore_unknown_options": True,
@@ -82,5 +107,5 @@ app.command(
     },
     add_help_option=False,
 )(_bench.bench)
-app.add_typer(_memory.app, name="memory")
-app.add_typer(_db.app, name="db")
+app.add_typer(_memory.app, name="memory", short_help="Manage project, global and task memory.")
+app.add_typer(_db.app, name="db", short_help="Upgrade the database schema, or show it.")

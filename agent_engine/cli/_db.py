@@ -12,7 +12,11 @@ from agent_engine.cli._store import Location, locate, sql_api
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Database schema: upgrade it, or show its revision.", no_args_is_help=True)
+app = typer.Typer(
+    help="Database schema: upgrade it, or show its revision.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: see the note in ._app
+)
 
 
 def _sql(location: Location) -> Location:

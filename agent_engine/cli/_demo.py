@@ -45,7 +45,7 @@ from agent_engine import (
 from agent_engine.cli._confirm import make_confirm
 from agent_engine.cli._output import console, emit_json, err_console, package_json, show_package
 from agent_engine.cli._settings import settings
-from agent_engine.cli._store import make_embedder, open_store
+from agent_engine.cli._store import Access, make_embedder, open_store
 
 __all__ = ["PipelineExecutor", "SampleProject", "Step", "demo", "finish_task", "ingest"]
 
@@ -234,7 +234,9 @@ def finish_task(assembler: ContextAssembler, sample: SampleProject) -> dict[str,
 
 def demo(
     ctx: typer.Context,
-    budget: Annotated[int, typer.Option(min=32, help="Token budget of each step's context.")] = 320,
+    budget: Annotated[
+        int, typer.Option(min=32, metavar="TOKENS", help="Token budget of each step's context.")
+    ] = 320,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve the global write without asking.")
     ] = False,
@@ -246,7 +248,7 @@ def demo(
     out = console()
     sample = SampleProject.load()
     embedder = make_embedder(options.embedder)
-    store = open_store(options.db, embedder=embedder, create=True)
+    store = open_store(options.db, embedder=embedder, access=Access.CREATE)
     ctx.call_on_close(store.backend.close)
     assembler = ContextAssembler(store.backend, confirm=make_confirm(yes or options.yes))
     task = sample.task

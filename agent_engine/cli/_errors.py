@@ -8,12 +8,14 @@ agent_engine and says so.
 Exit codes::
 
     0  success (a declined confirmation inside the demo is a success: the demo shows it)
-    1  a user error: bad input, unknown id, unreachable or missing store, schema too old
-    2  the command line itself is wrong (unknown option, missing argument)
+    1  a user error: bad input, unknown id, unreachable or missing store, schema too old;
+       and Ctrl-C, which stops a command with the line "interrupted"
+    2  the command line itself is wrong (unknown option, missing argument, bad value)
     3  a confirmation was declined, so nothing was written
     4  an unexpected internal error (a bug: please report it with the --debug output)
 
-Ctrl-C stops a command with "Aborted!" (exit 1), as the command-line framework reports it.
+Ctrl-C is the user's choice, not a failure of the store, but it leaves a command's work
+undone, so it is not a success either; 1 is what the documentation has always promised.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ __all__ = [
     "EXIT_DECLINED",
     "EXIT_ERROR",
     "EXIT_INTERNAL",
-    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "CommandError",
@@ -39,7 +40,6 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_DECLINED = 3
 EXIT_INTERNAL = 4
-EXIT_INTERRUPTED = 130
 
 
 class CommandError(AgentEngineError):
@@ -61,7 +61,7 @@ def describe(error: BaseException) -> tuple[str, int]:
     if isinstance(error, AgentEngineError):
         return f"error: {_one_line(str(error))}", EXIT_ERROR
     if isinstance(error, KeyboardInterrupt):
-        return "interrupted", EXIT_INTERRUPTED
+        return "interrupted", EXIT_ERROR
     message = _one_line(str(error)) or "no message"
     line = (
         f"internal error: {type(error).__name__}: {message} "

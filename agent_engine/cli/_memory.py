@@ -1,19 +1,22 @@
-"""``agent-engine memory ...``: look at and manage project and global memory by hand.
+"""``agent-engine memory ...``: look at and manage project, global and task memory by hand.
 
 Every command works on one scope: the project named by ``--project`` (default:
 ``$AGENT_ENGINE_PROJECT``, else the current directory's name) and the global memory of the
-user named by ``--user`` (default: ``$AGENT_ENGINE_USER``, else ``default``). Task memory
-belongs to running tasks; the only way it appears here is as the source of a promotion.
+user named by ``--user`` (default: ``$AGENT_ENGINE_USER``, else ``default``). A task's memory
+belongs to that project and user too: ``--task`` names the task to list or clear.
 
 Writes that global memory treats as high-risk (adding a preference, promoting into global
-memory) ask first; ``--yes`` approves. Forgetting more than one item asks too.
+memory) ask first; ``--yes`` approves. Forgetting more than one item, and clearing a task's
+memory, ask too. Commands that only read never write, and open the store read-only.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+import sys
 from collections import Counter
+from pathlib import Path
 from typing import Annotated, Any
 
 import attrs
@@ -21,6 +24,7 @@ import typer
 from rich.text import Text
 
 from agent_engine import (
+    AuditAction,
     ConfirmationDeclined,
     ConfirmationRequest,
     ContextItem,
@@ -28,6 +32,7 @@ from agent_engine import (
     ItemNotFoundError,
     ProjectMemoryStore,
     Status,
+    Task,
     TaskMemoryStore,
     Tier,
     TierStore,
@@ -45,14 +50,15 @@ from agent_engine.cli._output import (
     show_item,
 )
 from agent_engine.cli._settings import default_project, default_user, settings
-from agent_engine.cli._store import Store, make_embedder, open_store
+from agent_engine.cli._store import Access, Store, make_embedder, open_store
 from agent_engine.tiers.scope import parse_task_namespace
 
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Add, list, search, show, forget, pin and promote memories; show the store's status.",
+    help="Add, list, search, show, forget, pin, promote and clear memories; show the status.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: see the note in ._app
 )
 
 
@@ -73,11 +79,14 @@ class Into(enum.StrEnum):
 
 _WORD = re.compile(r"\w+")
 
+_NEED_TEXT = "give TEXT, - (stdin) or --file PATH"
+
 Project = Annotated[
     str | None,
     typer.Option(
         "--project",
         "-p",
+        metavar="NAME",
         help="Project scope (default: $AGENT_ENGINE_PROJECT, else the current directory's name).",
         show_default=False,
     ),
@@ -86,23 +95,29 @@ User = Annotated[
     str | None,
     typer.Option(
         "--user",
+        metavar="NAME",
         help="Whose global memory (default: $AGENT_ENGINE_USER, else 'default').",
         show_default=False,
     ),
 ]
 TierChoice = Annotated[Which, typer.Option("--tier", "-t", help="Which tier.")]
-Kind = Annotated[str | None, typer.Option("--kind", "-k", help="Only items of this kind.")]
+Kind = Annotated[
+    str | None, typer.Option("--kind", "-k", metavar="KIND", help="Only items of this kind.")
+]
+Limit = Annotated[int, typer.Option(metavar="N", help="At most this many.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (same as the global --json).")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Approve confirmations.")]
 
 
 @attrs.frozen
 class Scope:
-    """The open store and the two tier stores a memory command works on."""
+    """The open store and the tier stores a memory command works on."""
 
     store: Store
     project: ProjectMemoryStore
     user: GlobalMemoryStore
+    task: TaskMemoryStore | None = None
+    """The memory of the task named by ``--task`` (of this project and user)."""
 
     def stores(self, tier: str = Which.ALL) -> list[TierStore]:
         """The tier stores ``tier`` names (``all``: project, then global)."""
@@ -128,20 +143,24 @@ def _open(
     project: str | None,
     user: str | None,
     *,
+    access: Access,
     embed: bool = False,
-    create: bool = False,
     yes: bool = False,
+    task: str | None = None,
 ) -> Scope:
     options = settings(ctx)
     embedder = make_embedder(options.embedder) if embed else None
-    store = open_store(options.db, embedder=embedder, create=create)
+    store = open_store(options.db, embedder=embedder, access=access)
     ctx.call_on_close(store.backend.close)
+    project_id = project or default_project()
+    user_id = user or default_user()
     return Scope(
         store,
-        ProjectMemoryStore(project or default_project(), store.backend),
-        GlobalMemoryStore(
-            store.backend, user or default_user(), confirm=make_confirm(yes or options.yes)
-        ),
+        ProjectMemoryStore(project_id, store.backend),
+        GlobalMemoryStore(store.backend, user_id, confirm=make_confirm(yes or options.yes)),
+        None
+        if task is None
+        else TaskMemoryStore(Task(id=task, project_id=project_id, user_id=user_id), store.backend),
     )
 
 
@@ -152,28 +171,68 @@ def _json(ctx: typer.Context, flag: bool) -> bool:
 # ---------------------------------------------------------------------------- add
 
 
+def _read_text(text: str | None, file: str | None) -> str:
+    """The memory's text: TEXT, stdin for ``-``, or the file; surrounding blank space dropped."""
+    if text is None and file is None:
+        raise ValidationError(f"the memory's text is missing; {_NEED_TEXT}", field="text")
+    if text is not None and file is not None:
+        raise ValidationError(f"TEXT and --file both give the text; {_NEED_TEXT}", field="text")
+    if file is not None:
+        try:
+            raw = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CommandError(f"cannot read {file}: {reason}") from exc
+    elif text == "-":
+        raw = sys.stdin.read() if sys.stdin is not None else ""
+    else:
+        raw = text or ""
+    body = raw.strip()
+    if not body:
+        raise ValidationError(f"the memory's text is empty; {_NEED_TEXT}", field="text", value=raw)
+    return body
+
+
 @app.command()
 def add(
     ctx: typer.Context,
-    text: Annotated[str, typer.Argument(help="What to remember.")],
+    text: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TEXT", help="What to remember; - reads it from stdin.", show_default=False
+        ),
+    ] = None,
+    file: Annotated[
+        str | None,
+        typer.Option("--file", "-f", metavar="PATH", help="Read what to remember from a file."),
+    ] = None,
     kind: Annotated[
-        str, typer.Option("--kind", "-k", help="decision, convention, failure, pattern, ...")
+        str,
+        typer.Option(
+            "--kind", "-k", metavar="KIND", help="decision, convention, failure, pattern, ..."
+        ),
     ] = "note",
     tier: Annotated[Into, typer.Option("--tier", "-t", help="Which tier.")] = Into.PROJECT,
-    importance: Annotated[float, typer.Option(help="From 0 to 1.")] = 0.5,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable).")] = None,
+    importance: Annotated[float, typer.Option(metavar="0..1", help="From 0 to 1.")] = 0.5,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", metavar="TAG", help="A tag (repeatable).")
+    ] = None,
     pin: Annotated[bool, typer.Option("--pin", help="Pin it: always offered first.")] = False,
     project: Project = None,
     user: User = None,
     yes: Yes = False,
     json_output: Json = False,
 ) -> None:
-    """Remember TEXT in project (default) or global memory; a global preference asks first."""
-    scope = _open(ctx, project, user, embed=True, create=True, yes=yes)
+    """Remember TEXT (- for stdin, or --file PATH) in project or global memory.
+
+    A global preference asks first.
+    """
+    body = _read_text(text, file)  # before opening: bad input creates no store
+    scope = _open(ctx, project, user, access=Access.CREATE, embed=True, yes=yes)
     (store,) = scope.stores(tier)
     item = store.new_item(
         kind,
-        text,
+        body,
         importance=importance,
         tags=tag or (),
         status=Status.PINNED if pin else Status.CONFIRMED,
@@ -188,42 +247,57 @@ def add(
 # ---------------------------------------------------------------------------- reads
 
 
+TaskOption = Annotated[
+    str | None,
+    typer.Option(
+        "--task",
+        metavar="TASK",
+        help="A task's memory (of this project and user) instead of project and global.",
+        show_default=False,
+    ),
+]
+
+
 @app.command(name="list")
 def list_(
     ctx: typer.Context,
     tier: TierChoice = Which.ALL,
+    task: TaskOption = None,
     kind: Kind = None,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    limit: Limit = 50,
     project: Project = None,
     user: User = None,
     json_output: Json = False,
 ) -> None:
-    """List memories, newest first."""
-    scope = _open(ctx, project, user)
+    """List memories, newest first: project and global, or one task's with --task."""
+    if task is not None and tier is not Which.ALL:
+        raise CommandError("--task lists one task's memory; leave out --tier")
+    scope = _open(ctx, project, user, access=Access.READ, task=task)
+    stores: list[TierStore] = [scope.task] if scope.task is not None else scope.stores(tier)
     filters: dict[str, Any] = {"kind": kind} if kind else {}
-    items = [item for store in scope.stores(tier) for item in store.query(filters, limit=limit)]
+    items = [item for store in stores for item in store.query(filters, limit=limit)]
     items.sort(key=lambda item: item.timestamp, reverse=True)
     items = items[:limit]
     if _json(ctx, json_output):
         emit_json([item_json(item) for item in items])
         return
-    title = f"{len(items)} item(s) in {', '.join(s.namespace for s in scope.stores(tier))}"
+    title = f"{len(items)} item(s) in {', '.join(s.namespace for s in stores)}"
     console().print(item_table(items, title=title))
 
 
 @app.command()
 def search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="What you are looking for.")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="What you are looking for.")],
     tier: TierChoice = Which.ALL,
     kind: Kind = None,
-    limit: Annotated[int, typer.Option(help="Best this many.")] = 10,
+    limit: Limit = 10,
     project: Project = None,
     user: User = None,
     json_output: Json = False,
 ) -> None:
     """Search memories by meaning (cosine similarity of embeddings), best first."""
-    scope = _open(ctx, project, user, embed=True)
+    scope = _open(ctx, project, user, access=Access.READ, embed=True)
     filters: dict[str, Any] = {"kind": kind} if kind else {}
     hits = [hit for store in scope.stores(tier) for hit in store.search(query, limit, filters)]
     hits.sort(key=lambda hit: hit.score, reverse=True)
@@ -243,7 +317,7 @@ def show(
     json_output: Json = False,
 ) -> None:
     """Show every field of one memory."""
-    _, item = _open(ctx, project, user).find(item_id)
+    _, item = _open(ctx, project, user, access=Access.READ).find(item_id)
     if _json(ctx, json_output):
         emit_json(item_json(item))
     else:
@@ -272,10 +346,15 @@ def _keyword_matches(scope: Scope, query: str) -> list[tuple[TierStore, ContextI
 @app.command()
 def forget(
     ctx: typer.Context,
-    item_id: Annotated[str | None, typer.Argument(metavar="[ID]", show_default=False)] = None,
+    item_id: Annotated[str | None, typer.Argument(metavar="ID", show_default=False)] = None,
     query: Annotated[
         str | None,
-        typer.Option("--query", "-q", help="Forget every item containing all these words."),
+        typer.Option(
+            "--query",
+            "-q",
+            metavar="WORDS",
+            help="Forget every item containing all these words.",
+        ),
     ] = None,
     project: Project = None,
     user: User = None,
@@ -289,7 +368,7 @@ def forget(
     """
     if (item_id is None) == (query is None):
         raise CommandError("give either an ID or --query WORDS (not both)")
-    scope = _open(ctx, project, user)
+    scope = _open(ctx, project, user, access=Access.WRITE)
     victims = [scope.find(item_id)] if item_id is not None else _keyword_matches(scope, query or "")
     if len(victims) > 1:
         if not _json(ctx, json_output):
@@ -320,7 +399,7 @@ def pin(
     user: User = None,
 ) -> None:
     """Pin a memory: offered to every prompt first, never evicted."""
-    scope = _open(ctx, project, user)
+    scope = _open(ctx, project, user, access=Access.WRITE)
     store, _ = scope.find(item_id)
     store.pin(item_id)
     console().print(Text(f"pinned {item_id}"))
@@ -334,7 +413,7 @@ def unpin(
     user: User = None,
 ) -> None:
     """Unpin a memory."""
-    scope = _open(ctx, project, user)
+    scope = _open(ctx, project, user, access=Access.WRITE)
     store, _ = scope.find(item_id)
     store.unpin(item_id)
     console().print(Text(f"unpinned {item_id}"))
@@ -351,14 +430,16 @@ def promote_(
             help="project: a task's item into the project; global: a project item, after asking.",
         ),
     ],
-    reason: Annotated[str, typer.Option(help="Why it deserves to outlive its tier.")] = "",
+    reason: Annotated[
+        str, typer.Option(metavar="TEXT", help="Why it deserves to outlive its tier.")
+    ] = "",
     project: Project = None,
     user: User = None,
     yes: Yes = False,
     json_output: Json = False,
 ) -> None:
     """Copy a memory one tier up (task -> project -> global); global asks first."""
-    scope = _open(ctx, project, user, embed=True, yes=yes)
+    scope = _open(ctx, project, user, access=Access.WRITE, embed=True, yes=yes)
     source: TierStore
     target: TierStore
     if to is Into.GLOBAL:
@@ -397,7 +478,7 @@ def status(
     ctx: typer.Context, project: Project = None, user: User = None, json_output: Json = False
 ) -> None:
     """Counts per tier and kind, store size and schema revision."""
-    scope = _open(ctx, project, user)
+    scope = _open(ctx, project, user, access=Access.READ)
     counts: list[tuple[str, str, int]] = []
     for store in scope.stores():
         kinds = Counter(item.kind for item in store.query(None, limit=None))
@@ -410,7 +491,8 @@ def status(
         emit_json(
             {
                 "store": scope.store.url,
-                "backend": type(backend).__name__,
+                "backend": scope.store.backend_name,
+                "empty": scope.store.empty,
                 "size_bytes": size,
                 "schema_revision": revision,
                 "project": scope.project.project_id,
@@ -421,9 +503,50 @@ def status(
         )
         return
     out = console()
-    out.print(Text(f"store: {scope.store.url} ({type(backend).__name__})"))
+    out.print(Text(f"store: {scope.store.url} ({scope.store.backend_name})"))
     out.print(Text(f"size: {'n/a' if size is None else f'{size:,} bytes'}"))
-    out.print(Text(f"schema revision: {revision or 'n/a'}"))
+    if scope.store.empty:
+        out.print(Text("schema revision: none (no agent_engine schema yet: nothing stored)"))
+    else:
+        out.print(Text(f"schema revision: {revision or 'n/a'}"))
     out.print(Text("items in the store: " + ", ".join(f"{n} {t}" for t, n in totals.items())))
     out.print(Text(f"scope: {scope.project.namespace} and {scope.user.namespace}"))
     out.print(counts_table("Items in this scope", counts))
+
+
+# ---------------------------------------------------------------------------- clear
+
+
+@app.command()
+def clear(
+    ctx: typer.Context,
+    task: Annotated[
+        str,
+        typer.Option("--task", metavar="TASK", help="The task whose memory to clear."),
+    ],
+    project: Project = None,
+    user: User = None,
+    yes: Yes = False,
+    json_output: Json = False,
+) -> None:
+    """Delete every item of one task's memory (asks first)."""
+    scope = _open(ctx, project, user, access=Access.WRITE, task=task)
+    store = scope.task
+    if store is None:  # pragma: no cover - _open builds it when a task is named
+        raise CommandError("--task names the task whose memory to clear")
+    items = tuple(store.list_all())
+    if not items:
+        raise CommandError(
+            f"no items in the task memory of {task!r} ({store.namespace}): nothing to clear"
+        )
+    if not _json(ctx, json_output):
+        console().print(item_table(list(items), title="Would clear"))
+    confirm = make_confirm(yes or settings(ctx).yes)
+    question = f"Clear the {len(items)} item(s) of task {task!r}?"
+    if not confirm(ConfirmationRequest("clear_task", question, items)):
+        raise ConfirmationDeclined("clear_task", f"clearing task {task!r}")
+    store.delete_many((item.id for item in items), action=AuditAction.CLEAR)
+    if _json(ctx, json_output):
+        emit_json({"task": task, "namespace": store.namespace, "cleared": [i.id for i in items]})
+    else:
+        console().print(Text(f"cleared {len(items)} item(s) of task {task!r} ({store.namespace})"))

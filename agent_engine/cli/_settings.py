@@ -16,10 +16,18 @@ from pathlib import Path
 import attrs
 import typer
 
-__all__ = ["EmbedderName", "Settings", "default_project", "default_user", "settings"]
+__all__ = [
+    "EMBEDDER_ENV",
+    "EmbedderName",
+    "Settings",
+    "default_project",
+    "default_user",
+    "settings",
+]
 
 PROJECT_ENV = "AGENT_ENGINE_PROJECT"
 USER_ENV = "AGENT_ENGINE_USER"
+EMBEDDER_ENV = "AGENT_ENGINE_EMBEDDER"
 
 
 def default_project() -> str:

@@ -8,10 +8,15 @@ The SQL backend is imported only when a SQL URL is opened, so ``memory://`` work
 wrong URL is reported) without its dependencies. A SQLite file named explicitly must exist
 unless the command creates stores (``memory add``, ``db upgrade``, ``demo``): a typo in a path
 should say "no database there", not silently start an empty one.
+
+Only those commands create anything (:class:`Access`). The others leave a store that was
+never written to (the default file before its first use, a database without a schema)
+exactly as it is, and see it empty; the ones that only read open it read-only.
 """
 
 from __future__ import annotations
 
+import enum
 import importlib
 import os
 import sys
@@ -29,7 +34,6 @@ from agent_engine import (
     HashingEmbedder,
     InMemoryBackend,
     MemoryBackend,
-    SchemaVersionError,
     SentenceTransformerEmbedder,
     ValidationError,
 )
@@ -37,6 +41,7 @@ from agent_engine import (
 __all__ = [
     "DB_ENV",
     "MEMORY_URL",
+    "Access",
     "Location",
     "Store",
     "default_url",
@@ -51,6 +56,18 @@ DB_ENV = "AGENT_ENGINE_DB"
 _SQL_MODULE = "agent_engine.memory.sql"
 _SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
 _EMBEDDERS = ("auto", "minilm", "hashing")
+_SQL_BACKEND = "SQLAlchemyBackend"
+
+
+class Access(enum.Enum):
+    """What a command does with the store it opens."""
+
+    READ = "read"
+    """Only reads: the connection cannot write; a store never written to reads as empty."""
+    WRITE = "write"
+    """Changes items that exist: a store never written to has none, and stays as it is."""
+    CREATE = "create"
+    """May create the database, its folder and its schema (``memory add``, ``demo``)."""
 
 
 @attrs.frozen
@@ -72,6 +89,14 @@ class Store:
     scheme: str
     path: Path | None = None
     """The SQLite file, when there is one."""
+    empty: bool = False
+    """Nothing was ever written here (no file yet, or a database without a schema). The
+    commands then see an empty in-memory stand-in, and the database stays untouched."""
+
+    @property
+    def backend_name(self) -> str:
+        """The class of the backend the URL opens (for an empty store: the one it would)."""
+        return _SQL_BACKEND if self.empty else type(self.backend).__name__
 
     def size_bytes(self) -> int | None:
         """Bytes on disk (the SQLite file and its write-ahead log); ``None`` when unknown."""
@@ -82,7 +107,7 @@ class Store:
 
     def revision(self) -> str | None:
         """The schema revision of a SQL database (``None`` for ``memory://``)."""
-        if self.scheme == "memory":
+        if self.scheme == "memory" or self.empty:
             return None
         return sql_api().revision(self.url)
 
@@ -160,8 +185,9 @@ class Location:
 def locate(url: str | None, *, create: bool = False) -> Location:
     """Resolve ``url`` (``None``: the default) and check that it can be opened.
 
-    ``create``: a missing SQLite file (and its folder) may be created. Otherwise a file named
-    explicitly (``--db`` or ``AGENT_ENGINE_DB``) must exist; the default is always created.
+    ``create``: a missing SQLite file's folder is made (the backend makes the file).
+    Otherwise a file named explicitly (``--db`` or ``AGENT_ENGINE_DB``) must exist, and the
+    default may be missing (nothing was written yet); nothing is created either way.
     """
     explicit = url is not None or bool(os.environ.get(DB_ENV))
     target = url if url is not None else default_url()
@@ -173,30 +199,42 @@ def locate(url: str | None, *, create: bool = False) -> Location:
                 f"no database at {path}: check --db or ${DB_ENV}, or create it with "
                 "`agent-engine db upgrade`"
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
     return Location(target, scheme, path)
 
 
-def open_store(url: str | None, *, embedder: Embedder | None = None, create: bool = False) -> Store:
-    """Open the store at ``url`` (``None``: the default, created on first use).
+def open_store(
+    url: str | None, *, embedder: Embedder | None = None, access: Access = Access.READ
+) -> Store:
+    """Open the store at ``url`` (``None``: the default) for what a command does with it.
 
-    An empty database met with ``create`` (or at the default location) is brought to the
-    current schema first; an older one is refused with the command that upgrades it.
+    ``Access.CREATE`` gives an empty database the current schema. Otherwise a store never
+    written to (the default file before its first use, a database without a schema) is
+    left as it is and opened :attr:`~Store.empty`. A schema older or newer than the code is
+    refused with the command that upgrades it, whatever the access.
     """
-    where = locate(url, create=create)
+    where = locate(url, create=access is Access.CREATE)
     if where.scheme == "memory":
         return Store(where.url, InMemoryBackend(embedder=embedder), "memory")
     api = sql_api()
-    try:
-        backend = api.backend(where.url, embedder=embedder)
-    except SchemaVersionError as exc:
-        may_create = create or (url is None and not os.environ.get(DB_ENV))
-        if exc.current is not None or not may_create:
-            raise
-        # An empty database: bring it to the current schema, as a first use should.
-        api.upgrade(where.url)
-        backend = api.backend(where.url, embedder=embedder)
+    # The revision is read without writing (a missing file has none), so a store that was
+    # never written to is not touched, not even by a connection's settings.
+    if access is not Access.CREATE and api.revision(where.url) is None:
+        return _empty(where, embedder)
+    backend = api.backend(
+        where.url,
+        embedder=embedder,
+        create=access is Access.CREATE,
+        read_only=access is Access.READ,
+    )
     return Store(where.url, backend, where.scheme, where.path)
+
+
+def _empty(where: Location, embedder: Embedder | None) -> Store:
+    """A store nothing was written to: read through an empty stand-in, never touched."""
+    backend = InMemoryBackend(embedder=embedder)
+    return Store(where.url, backend, where.scheme, where.path, empty=True)
 
 
 def make_embedder(name: str) -> Embedder:

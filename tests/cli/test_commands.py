@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
+
+import pytest
+
+import agent_engine
+
 
 class TestCommands:
     def test_help_lists_every_command(self, cli):
@@ -81,3 +88,62 @@ class TestMain:
         assert main(["memory", "show", "nothing"]) == 1
         assert capsys.readouterr().err.startswith("error: no item with id 'nothing'")
         assert main(["no-such-command"]) == 2
+
+
+class TestVersion:
+    def test_version_option(self, cli):
+        """--version prints the installed package's version and exits 0."""
+        result = cli("--version")
+        assert result.code == 0, result.err
+        assert result.out == f"agent-engine {agent_engine.__version__}\n"
+
+    def test_version_is_the_package_metadata(self):
+        """agent_engine.__version__ is the installed distribution's version."""
+        assert agent_engine.__version__ == importlib.metadata.version("agent-engine")
+
+
+class TestHelp:
+    @pytest.mark.parametrize(
+        "command",
+        [
+            pytest.param((), id="root"),
+            pytest.param(("memory", "add"), id="add"),
+            pytest.param(("memory", "forget"), id="forget"),
+            pytest.param(("demo",), id="demo"),
+        ],
+    )
+    def test_flags_and_values_read_plainly(self, cli, command):
+        """Help shows flags without a value placeholder and option values by name, not type."""
+        result = cli(*command, "--help")
+        assert result.code == 0, result.err
+        assert "--json" in result.out
+        for internal in ("<bool>", "list[", "{text}", "╭"):
+            assert internal not in result.out, internal
+        assert re.search(r"--[\w-]+ <(str|int|float)>", result.out) is None, result.out
+
+    def test_add_help_names_its_inputs(self, cli):
+        """memory add --help shows TEXT (or - for stdin) and --file PATH."""
+        result = cli("memory", "add", "--help")
+        assert "[TEXT]" in result.out
+        assert "--file PATH" in result.out
+        assert "--tag TAG" in result.out
+
+
+class TestBenchArguments:
+    def test_parts_may_be_left_out(self, cli, tmp_path):
+        """bench without naming a part runs both (here: fails on the missing data, not argv)."""
+        missing = tmp_path / "missing.json"
+        result = cli("bench", "--data", str(missing), "--out", str(tmp_path / "out"))
+        assert result.code == 1, result.err
+        assert "invalid choice" not in result.err
+        assert (
+            result.err.strip()
+            .splitlines()[-1]
+            .startswith(f"error: LoCoMo data not found at {missing}")
+        )
+
+    def test_an_unknown_part_is_a_usage_error(self, cli):
+        """A part that does not exist is refused by the runner's parser (exit 2)."""
+        result = cli("bench", "speed")
+        assert result.code == 2
+        assert "'speed' is not a part of the suite (quality, cost)" in result.err

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import signal
+
+import pexpect
 import pytest
 
 from agent_engine import (
@@ -157,3 +161,98 @@ class TestDescribe:
         assert line.startswith(start)
         assert "\n" not in line
         assert exit_code == code
+
+
+class TestInterrupt:
+    def test_ctrl_c_says_interrupted_and_exits_1(self, sql_cli):
+        """SIGINT while a command waits (here: on a confirmation) prints one line, exit 1."""
+        added = sql_cli("--json", "--embedder", "hashing", "memory", "add", "Reproduce first")
+        item = added.json()["id"]
+        child = pexpect.spawn(
+            sql_cli.command[0],
+            [*sql_cli.command[1:], "--embedder", "hashing", "memory", "promote", item, "--to",
+             "global"],
+            env=sql_cli.env,
+            cwd=str(sql_cli.cwd),
+            encoding="utf-8",
+            timeout=60,
+        )  # fmt: skip
+        child.expect_exact("[y/N]")
+        child.kill(signal.SIGINT)
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == EXIT_ERROR
+        assert child.before.strip().splitlines()[-1] == "interrupted"
+        assert "Traceback" not in child.before
+        assert sql_cli("--json", "memory", "list", "--tier", "global").json() == []
+
+    def test_interrupt_is_described(self):
+        """KeyboardInterrupt maps to the documented line and exit code."""
+        assert describe(KeyboardInterrupt()) == ("interrupted", EXIT_ERROR)
+
+
+class TestUsageWording:
+    @pytest.mark.parametrize(
+        ("args", "expected"),
+        [
+            pytest.param(
+                ("memory", "add", "x", "--importance", "abc"),
+                "Invalid value for '--importance': 'abc' is not a number",
+                id="number",
+            ),
+            pytest.param(
+                ("memory", "list", "--limit", "2.5"),
+                "Invalid value for '--limit': '2.5' is not a whole number",
+                id="integer",
+            ),
+            pytest.param(
+                ("demo", "--budget", "5"),
+                "Invalid value for '--budget': must be at least 32, got 5",
+                id="minimum",
+            ),
+            pytest.param(
+                ("memory", "list", "--tier", "foo"),
+                "Invalid value for '--tier' / '-t': 'foo' is not one of 'project', 'global', 'all'",
+                id="choice",
+            ),
+            pytest.param(
+                ("--embedder", "word2vec", "memory", "list"),
+                "Invalid value for '--embedder' (env var: 'AGENT_ENGINE_EMBEDDER'): 'word2vec' "
+                "is not one of 'auto', 'minilm', 'hashing'",
+                id="global-choice",
+            ),
+        ],
+    )
+    def test_bad_values_are_told_in_the_commands_words(self, cli, args, expected):
+        """A bad option value is a usage error in plain words, never the parser's internals."""
+        result = cli(*args)
+        assert result.code == 2
+        assert result.err.strip().splitlines()[-1] == f"Error: {expected}"
+        for internal in ("Input should be", "Value error", "pydantic", "<bool>", "╭"):
+            assert internal not in result.err
+
+    def test_usage_errors_keep_the_usage_line(self, cli):
+        """A usage error still shows the command's usage and where to find help."""
+        result = cli("memory", "list", "--limit", "many")
+        assert result.err.startswith("Usage: agent-engine memory list [OPTIONS]")
+        assert "Try 'agent-engine memory list -h' for help." in result.err
+
+
+class TestMissingDriver:
+    def test_install_hint(self, cli):
+        """A PostgreSQL URL whose driver is not installed says how to install one."""
+        driver = _missing_driver()
+        result = cli("--db", f"postgresql+{driver}://postgres@127.0.0.1/test", "memory", "list")
+        assert result.code == EXIT_ERROR
+        line = one_line(result.err)
+        assert f"the PostgreSQL driver {driver!r} is not installed" in line
+        assert "pip install 'agent-engine[postgres]'" in line
+
+
+def _missing_driver() -> str:
+    """A PostgreSQL driver SQLAlchemy knows that is not installed here."""
+    for driver, module in (("pg8000", "pg8000"), ("psycopg2", "psycopg2"), ("asyncpg", "asyncpg")):
+        if importlib.util.find_spec(module) is None:
+            return driver
+    pytest.skip("every PostgreSQL driver is installed")  # pragma: no cover
+    return ""  # pragma: no cover

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from agent_engine import SQLAlchemyBackend, Task, TaskMemoryStore
 from agent_engine.cli._errors import EXIT_DECLINED, EXIT_ERROR
 
 
@@ -179,3 +182,104 @@ class TestDemoOnSqlite:
             scope = ("--project", "ledgerline-demo", "--user", "demo-user")
             status = sql_cli("--json", "memory", "status", *scope).json()
             assert status["totals"] == {"task": 0, "project": 17, "global": 4}
+
+
+class TestAddInput:
+    @pytest.mark.parametrize("text", ["", "   ", "\n\t"], ids=["empty", "spaces", "newline"])
+    def test_empty_text_is_refused(self, sql_cli, text):
+        """An empty or blank memory is refused with one line naming the text; nothing is stored."""
+        assert sql_cli("db", "upgrade").code == 0
+        result = sql_cli("--embedder", "hashing", "memory", "add", text)
+        assert result.code == EXIT_ERROR
+        line = result.err.strip()
+        assert line == "error: the memory's text is empty; give TEXT, - (stdin) or --file PATH"
+        assert sql_cli("--json", "memory", "list").json() == []
+
+    def test_dash_reads_stdin(self, sql_cli):
+        """memory add - stores what stdin holds, without the surrounding blank lines."""
+        result = sql_cli(
+            "--json", "--embedder", "hashing", "memory", "add", "-", "--kind", "decision",
+            input="Prices are integer cents.\nNever floats.\n\n",
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        assert result.json()["text"] == "Prices are integer cents.\nNever floats."
+        listed = sql_cli("--json", "memory", "list").json()
+        assert [item["kind"] for item in listed] == ["decision"]
+
+    def test_empty_stdin_is_refused(self, sql_cli, sqlite_url):
+        """memory add - with nothing on stdin is the same error, and creates no store."""
+        result = sql_cli("--embedder", "hashing", "memory", "add", "-", input="")
+        assert result.code == EXIT_ERROR
+        assert "text is empty" in result.err
+        assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()
+
+    def test_file_option_reads_a_file(self, sql_cli, tmp_path):
+        """memory add --file PATH stores the file's text."""
+        notes = tmp_path / "lesson.md"
+        notes.write_text("Retry the flaky login test once.\n", encoding="utf-8")
+        result = sql_cli("--json", "--embedder", "hashing", "memory", "add", "--file", str(notes))
+        assert result.code == 0, result.err
+        assert result.json()["text"] == "Retry the flaky login test once."
+
+    def test_missing_file_is_an_error(self, sql_cli, tmp_path):
+        """A --file that cannot be read is one line naming the file; nothing is stored."""
+        missing = tmp_path / "nowhere.md"
+        result = sql_cli("--embedder", "hashing", "memory", "add", "--file", str(missing))
+        assert result.code == EXIT_ERROR
+        assert f"cannot read {missing}" in result.err
+        assert "Traceback" not in result.err
+
+    @pytest.mark.parametrize(
+        "args",
+        [pytest.param((), id="neither"), pytest.param(("text", "--file", "x.md"), id="both")],
+    )
+    def test_text_or_file_not_both(self, sql_cli, args):
+        """TEXT and --file exclude each other, and one of them is needed."""
+        result = sql_cli("--embedder", "hashing", "memory", "add", *args)
+        assert result.code == EXIT_ERROR
+        assert "give TEXT, - (stdin) or --file PATH" in result.err
+
+
+class TestTaskMemory:
+    def _tasks(self, sqlite_url):
+        """Two tasks of the scope's project and user, built as a pipeline executor would."""
+        with SQLAlchemyBackend(sqlite_url) as backend:
+            mine = TaskMemoryStore(Task(id="t-1", project_id="webshop", user_id="ada"), backend)
+            other = TaskMemoryStore(Task(id="t-2", project_id="webshop", user_id="ada"), backend)
+            first = mine.add_reasoning("Checked the invoice totals", "s1")
+            second = mine.add_tool_output("pytest", "3 passed", stage_id="s1")
+            kept = other.add_reasoning("Another task's step", "s1")
+        return [second.id, first.id], kept.id
+
+    def test_list_shows_one_tasks_memory(self, sql_cli, sqlite_url):
+        """memory list --task TASK lists that task's items and nothing else."""
+        mine, _ = self._tasks(sqlite_url)
+        listed = sql_cli("--json", "memory", "list", "--task", "t-1")
+        assert listed.code == 0, listed.err
+        assert sorted(item["id"] for item in listed.json()) == sorted(mine)
+        assert {item["tier"] for item in listed.json()} == {"task"}
+        table = sql_cli("memory", "list", "--task", "t-1")
+        assert "Checked the invoice totals" in table.out
+        assert "Another" not in table.out
+
+    def test_clear_asks_then_clears_one_task(self, sql_cli, sqlite_url):
+        """memory clear --task asks first: declined keeps the items, --yes clears only them."""
+        mine, kept = self._tasks(sqlite_url)
+        declined = sql_cli("memory", "clear", "--task", "t-1")
+        assert declined.code == EXIT_DECLINED
+        assert "[y/N]" in declined.err
+        assert len(sql_cli("--json", "memory", "list", "--task", "t-1").json()) == len(mine)
+
+        cleared = sql_cli("--json", "memory", "clear", "--task", "t-1", "--yes")
+        assert cleared.code == 0, cleared.err
+        assert sorted(cleared.json()["cleared"]) == sorted(mine)
+        assert sql_cli("--json", "memory", "list", "--task", "t-1").json() == []
+        other = sql_cli("--json", "memory", "list", "--task", "t-2").json()
+        assert [item["id"] for item in other] == [kept]
+
+    def test_clear_of_an_empty_task_is_an_error(self, sql_cli, sqlite_url):
+        """Clearing a task with no items says so (a mistyped id must not look like success)."""
+        self._tasks(sqlite_url)
+        result = sql_cli("memory", "clear", "--task", "no-such-task", "--yes")
+        assert result.code == EXIT_ERROR
+        assert "no items in the task memory of 'no-such-task'" in result.err

@@ -6,8 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from agent_engine import BackendUnavailableError, HashingEmbedder, InMemoryBackend, ValidationError
-from agent_engine.cli._store import locate, make_embedder, open_store, scheme_of, sqlite_path
+from agent_engine import (
+    BackendError,
+    BackendUnavailableError,
+    ContextItem,
+    HashingEmbedder,
+    InMemoryBackend,
+    ValidationError,
+)
+from agent_engine.cli._store import (
+    Access,
+    locate,
+    make_embedder,
+    open_store,
+    scheme_of,
+    sqlite_path,
+)
 
 
 class TestUrls:
@@ -81,3 +95,39 @@ class TestEmbedders:
         """An unknown name is a validation error naming the choices."""
         with pytest.raises(ValidationError, match="auto, minilm, hashing"):
             make_embedder("word2vec")
+
+
+class TestAccess:
+    def test_a_read_of_the_missing_default_creates_nothing(self, tmp_path, monkeypatch):
+        """Before the first write the default store reads as empty; no folder appears."""
+        monkeypatch.delenv("AGENT_ENGINE_DB", raising=False)
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        for access in (Access.READ, Access.WRITE):
+            store = open_store(None, access=access)
+            assert store.empty
+            assert store.backend.count() == 0
+            assert store.revision() is None
+        assert not (tmp_path / "data").exists()
+
+    def test_an_empty_database_is_left_alone_unless_created(self, tmp_path):
+        """A file without a schema stays as it is for reads and writes; CREATE gives it one."""
+        path = tmp_path / "empty.db"
+        path.touch()
+        url = f"sqlite:///{path}"
+        assert open_store(url, access=Access.READ).empty
+        assert open_store(url, access=Access.WRITE).empty
+        assert path.stat().st_size == 0
+        created = open_store(url, access=Access.CREATE)
+        try:
+            assert not created.empty
+            assert created.backend_name == "SQLAlchemyBackend"
+            assert created.revision()
+        finally:
+            created.backend.close()
+        reader = open_store(url, access=Access.READ)
+        try:
+            assert not reader.empty
+            with pytest.raises(BackendError, match="read-only"):
+                reader.backend.add(ContextItem.create("note", "x", namespace="project:p"))
+        finally:
+            reader.backend.close()

@@ -155,6 +155,18 @@ class TestRunnerArguments:
         assert exit_info.value.code == 2
         assert "unknown backend(s): nope" in capsys.readouterr().err
 
+    def test_parts_default_to_the_whole_suite(self, tmp_path):
+        """With no part named both run, so the quality part asks for its data first."""
+        with pytest.raises(ValidationError, match="LoCoMo data not found"):
+            main(["--data", str(tmp_path / "missing.json"), "--out", str(tmp_path / "out")])
+
+    def test_unknown_part_is_a_usage_error(self, capsys):
+        """A part that is not in the suite is refused with the parts that are."""
+        with pytest.raises(SystemExit) as exit_info:
+            main(["quality", "speed"])
+        assert exit_info.value.code == 2
+        assert "'speed' is not a part of the suite (quality, cost)" in capsys.readouterr().err
+
     def test_every_default_backend_has_a_factory(self):
         assert set(SuiteOptions().backends) <= set(BACKENDS)
 

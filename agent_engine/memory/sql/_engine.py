@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 import platformdirs
 import sqlalchemy as sa
 from sqlalchemy import event, exc
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import QueuePool, StaticPool
 
 from agent_engine._log import get_logger
 from agent_engine.errors import BackendUnavailableError
@@ -29,16 +30,20 @@ from agent_engine.errors import BackendUnavailableError
 __all__ = [
     "DB_ENV",
     "IMMEDIATE",
+    "POSTGRES_INSTALL",
     "SNAPSHOT_FREE",
     "create_engine",
     "default_database_url",
     "flush_erased",
     "is_sqlite",
     "retrying",
+    "sqlite_file",
 ]
 
 DB_ENV = "AGENT_ENGINE_DB"
 """The environment variable naming the default database URL."""
+POSTGRES_INSTALL = "pip install 'agent-engine[postgres]'"
+"""What installs the PostgreSQL driver (psycopg) the backend uses."""
 IMMEDIATE = "ae_immediate"
 """Execution option: begin the transaction with ``BEGIN IMMEDIATE`` on SQLite (a write)."""
 SNAPSHOT_FREE = "ae_snapshot_free"
@@ -71,8 +76,14 @@ def is_sqlite(engine: sa.Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def create_engine(url: str) -> sa.Engine:
-    """An engine for ``url`` with this backend's connection settings."""
+def create_engine(url: str, *, read_only: bool = False) -> sa.Engine:
+    """An engine for ``url`` with this backend's connection settings.
+
+    ``read_only``: connections that cannot write (SQLite opened ``mode=ro``, PostgreSQL
+    sessions with ``default_transaction_read_only``), and no file or folder is created.
+    A PostgreSQL URL whose driver is not installed raises
+    :class:`~agent_engine.errors.BackendUnavailableError` saying what to install.
+    """
     if not isinstance(url, str) or not url:
         raise BackendUnavailableError(f"not a database URL: {url!r}")
     try:
@@ -81,27 +92,80 @@ def create_engine(url: str) -> sa.Engine:
         raise BackendUnavailableError(f"not a database URL: {url!r} ({error})") from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return _sqlite_engine(parsed)
+        return _sqlite_engine(parsed, read_only=read_only)
     if backend == "postgresql":
-        if parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        try:
-            return sa.create_engine(parsed, pool_pre_ping=True)
-        except (exc.ArgumentError, ImportError) as error:
-            raise BackendUnavailableError(f"cannot use {url!r}: {error}") from None
+        return _postgresql_engine(parsed, read_only=read_only)
     raise BackendUnavailableError(
         f"unsupported database URL {url!r}: expected sqlite:///PATH or postgresql://..."
     )
 
 
-def _sqlite_engine(url: sa.URL) -> sa.Engine:
+def _postgresql_engine(url: sa.URL, *, read_only: bool) -> sa.Engine:
+    if url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")
+    where = url.render_as_string(hide_password=True)
+    driver = url.get_driver_name()
+    if read_only:
+        # Appended to the URL's own `options` (a search_path, say), which connect_args
+        # would replace.
+        given = url.query.get("options", ())
+        options = [given] if isinstance(given, str) else list(given)
+        url = url.update_query_dict(
+            {"options": " ".join([*options, "-c default_transaction_read_only=on"])}
+        )
+    try:
+        return sa.create_engine(url, pool_pre_ping=True)
+    except exc.NoSuchModuleError:
+        raise BackendUnavailableError(
+            f"cannot open {where}: unknown PostgreSQL driver {driver!r}; use "
+            f"postgresql+psycopg://USER@HOST/DB (install it with `{POSTGRES_INSTALL}`)"
+        ) from None
+    except ImportError as error:
+        hint = (
+            f"install it with `{POSTGRES_INSTALL}`"
+            if driver == "psycopg"
+            else f"install it, or use postgresql+psycopg:// after `{POSTGRES_INSTALL}`"
+        )
+        raise BackendUnavailableError(
+            f"cannot open {where}: the PostgreSQL driver {driver!r} is not installed "
+            f"({error}); {hint}"
+        ) from None
+    except exc.ArgumentError as error:
+        raise BackendUnavailableError(f"cannot open {where}: {error}") from None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; ``None`` for an in-memory database or another kind."""
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError:
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or _in_memory(database):
+        return None
+    return Path(database)
+
+
+def _in_memory(database: str) -> bool:
+    return database in {"", ":memory:"} or "mode=memory" in database
+
+
+def _sqlite_engine(url: sa.URL, *, read_only: bool = False) -> sa.Engine:
     database = url.database or ""
-    in_memory = database in {"", ":memory:"} or "mode=memory" in database
+    in_memory = _in_memory(database)
     if in_memory:
         engine = sa.create_engine(
             url,
             poolclass=StaticPool,
             connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S},
+        )
+    elif read_only:
+        # The URI form opens the file read-only, and never creates it.
+        uri = f"{Path(database).resolve().as_uri()}?mode=ro"
+        engine = sa.create_engine(
+            "sqlite://",
+            creator=lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S),
+            poolclass=QueuePool,  # a file's pool; "sqlite://" alone would mean in memory
         )
     else:
         path = Path(database)
@@ -115,7 +179,7 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            if not in_memory:
+            if not in_memory and not read_only:
                 _with_retry(lambda: cursor.execute("PRAGMA journal_mode=WAL"), "journal_mode")
                 cursor.execute("PRAGMA synchronous=NORMAL")
                 cursor.execute("PRAGMA cache_size=-65536")
@@ -188,8 +252,6 @@ def _retryable(error: BaseException) -> bool:
 
 def _with_retry(operation: Callable[[], T], what: str) -> T:
     """Run ``operation``, retrying the driver's own "locked" errors (used while connecting)."""
-    import sqlite3  # noqa: PLC0415 - only SQLite connections reach this
-
     for attempt in range(RETRIES):
         try:
             return operation()

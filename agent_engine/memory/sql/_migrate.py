@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from agent_engine.errors import BackendUnavailableError, SchemaVersionError
-from agent_engine.memory.sql._engine import IMMEDIATE, create_engine, is_sqlite, retrying
+from agent_engine.memory.sql._engine import (
+    IMMEDIATE,
+    create_engine,
+    is_sqlite,
+    retrying,
+    sqlite_file,
+)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -183,8 +189,15 @@ def upgrade_database(url: str) -> str:
 
 
 def database_revision(url: str) -> str | None:
-    """The schema revision of the database at ``url`` (``None``: no schema yet)."""
-    engine = create_engine(url)
+    """The schema revision of the database at ``url`` (``None``: no schema yet).
+
+    Only reads: a SQLite file that does not exist is not created (its revision is ``None``),
+    and an existing one is opened read-only.
+    """
+    file = sqlite_file(url) if isinstance(url, str) else None
+    if file is not None and not file.exists():
+        return None
+    engine = create_engine(url, read_only=True)
     try:
         with engine.connect() as connection:
             return current_revision(connection)

@@ -66,6 +66,12 @@ class SQLAlchemyBackend(BaseBackend):
     ``upgrade`` is true; one written by a newer agent_engine is always refused and never
     written to. ``embedder`` and ``dim`` are as for
     :class:`~agent_engine.memory.inmemory.InMemoryBackend`.
+
+    ``read_only`` opens the database without ever writing to it: no schema is created or
+    upgraded (a database without one raises :class:`~agent_engine.errors.SchemaVersionError`
+    with ``current=None``), the connections cannot write, and every write method raises
+    :class:`~agent_engine.errors.BackendError` before reaching the database. Tools that
+    only look (the command's ``memory list``) open stores this way.
     """
 
     capabilities = Capabilities(vector_search=True, persistent=True, atomic_batches=True)
@@ -78,11 +84,13 @@ class SQLAlchemyBackend(BaseBackend):
         dim: int | None = None,
         upgrade: bool = False,
         create: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.url = url if url is not None else default_database_url()
         self.embedder = embedder
         self.dim = dim
-        self._engine = create_engine(self.url)
+        self.read_only = read_only
+        self._engine = create_engine(self.url, read_only=read_only)
         # One shared connection (an in-memory SQLite database) must not interleave threads.
         shared = isinstance(self._engine.pool, StaticPool)
         self._guard: contextlib.AbstractContextManager[Any] = (
@@ -92,7 +100,7 @@ class SQLAlchemyBackend(BaseBackend):
         self._closed = False
         self._log = get_logger(backend="sql", dialect=self._engine.dialect.name)
         try:
-            self._open(upgrade=upgrade, create=create)
+            self._open(upgrade=upgrade and not read_only, create=create and not read_only)
         except BaseException:
             self._engine.dispose()
             raise
@@ -130,6 +138,11 @@ class SQLAlchemyBackend(BaseBackend):
     ) -> T:
         if self._closed:
             raise BackendError("this SQLAlchemyBackend is closed", backend="SQLAlchemyBackend")
+        if write and self.read_only:
+            raise BackendError(
+                f"{self!r} was opened read-only; open it without read_only to write",
+                backend="SQLAlchemyBackend",
+            )
 
         def attempt() -> T:
             with self._guard, self._engine.connect() as connection:
