@@ -52,8 +52,8 @@ SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```", re.DOTALL | re.MUL
 PROGRAMS = frozenset({"agent-engine", ".venv/bin/agent-engine"})
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
-DOC_ID = re.compile(r"^[0-9a-f]{26}$")
-ADDED = re.compile(r"^added ([0-9a-f]{26}) to ", re.MULTILINE)
+DOC_ID = re.compile(r"^(?:\S+/)?[0-9a-f]{26}$")
+ADDED = re.compile(r"^added (\S+/[0-9a-f]{26}) to ", re.MULTILINE)
 SEPARATORS = frozenset({"&&", ";", "||"})
 
 

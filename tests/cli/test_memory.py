@@ -277,6 +277,22 @@ class TestTaskMemory:
         other = sql_cli("--json", "memory", "list", "--task", "t-2").json()
         assert [item["id"] for item in other] == [kept]
 
+    def test_one_task_id_in_another_project_is_another_memory(self, sql_cli, sqlite_url):
+        """--task names a task of the scope's project: another project's task of that id is
+        neither listed, cleared nor promoted from."""
+        mine, _ = self._tasks(sqlite_url)
+        with SQLAlchemyBackend(sqlite_url) as backend:
+            task = Task(id="t-1", project_id="billing", user_id="ada")
+            theirs = TaskMemoryStore(task, backend).add_reasoning("billing's step", "s1")
+        listed = sql_cli("--json", "memory", "list", "--task", "t-1").json()
+        assert sorted(item["id"] for item in listed) == sorted(mine)
+        promoted = sql_cli("memory", "promote", theirs.id, "--to", "project")
+        assert promoted.code == EXIT_ERROR
+        assert "not in a task memory of project 'webshop'" in promoted.err
+        assert sql_cli("memory", "clear", "--task", "t-1", "--yes").code == 0
+        with SQLAlchemyBackend(sqlite_url) as backend:
+            assert TaskMemoryStore(task, backend).get(theirs.id) is not None
+
     def test_clear_of_an_empty_task_is_an_error(self, sql_cli, sqlite_url):
         """Clearing a task with no items says so (a mistyped id must not look like success)."""
         self._tasks(sqlite_url)
