@@ -12,24 +12,25 @@ and its user's global memory under ``request.budget_tokens``:
    come before any item from the middle, in the share and in the spill-over;
 4. the chosen items get their access recorded in one write per backend.
 
-If a tier's backend fails, the package is built from the healthy tiers and names the failure
-(``strict=True`` raises instead).
+If a tier's backend fails, in whichever phase, the package is built from what the healthy
+reads gave and names the failure (``strict=True`` raises instead): see ``_failopen``.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
-from typing import Any
 
 import attrs
 
 from agent_engine._log import get_logger
 from agent_engine.assembler._costcache import CostCache
+from agent_engine.assembler._failopen import FailOpen
 from agent_engine.assembler._workers import search_pool
 from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER, allocate
 from agent_engine.assembler.candidates import GatherLimits, QueryVectors, gather
@@ -117,6 +118,8 @@ class _TierPlan:
     pool: dict[str, ContextItem]
     """Every candidate the policy scored (pinned, HEAD and TAIL items included)."""
     scores: dict[str, float]
+    left_out: list[Omission]
+    """Candidates left out before packing (expired, below the threshold), and why."""
 
 
 class ContextAssembler:
@@ -223,20 +226,17 @@ class ContextAssembler:
             Tier.GLOBAL: self.global_store(task.user_id),
         }
         log = get_logger(task=task.id, project=task.project_id, policy=policy.name)
+        reads = FailOpen(strict=strict, log=log)
         plans: dict[Tier, _TierPlan] = {}
-        failures: list[TierFailure] = []
-        early: list[Omission] = []
         vectors: QueryVectors = {}
         for tier, store in stores.items():
-            try:
-                plans[tier] = self._plan(store, query, policy, now, early, query_vectors=vectors)
-            except ValidationError:
-                raise
-            except Exception as exc:
-                if strict:
-                    raise
-                failures.append(TierFailure(tier, f"{type(exc).__name__}: {exc}"))
-                log.warning("tier_failed", tier=tier.value, error=str(exc), exc_info=True)
+            plan = reads.run(
+                (tier,),
+                "gather",
+                functools.partial(self._plan, store, query, policy, now, query_vectors=vectors),
+            )
+            if plan is not None:
+                plans[tier] = plan
 
         packer = Packer(
             budget,
@@ -254,18 +254,19 @@ class ContextAssembler:
             query=query,
             policy=policy,
             now=now,
-            omitted=early,
             query_vectors=vectors,
+            reads=reads,
         )
         pinned_tokens = sum(
             s.tokens for s in packer.selections if s.reason is SelectionReason.PINNED
         )
         self._fit_render(packer, budget)
+        early = [omission for plan in plans.values() for omission in plan.left_out]
         omissions = packer.rescored(early) + packer.settle(
             dict.fromkeys(Tier, budget - pinned_tokens)
         )
         if self.config.track_access:
-            self._record_access(packer.selections, stores, now, strict, log)
+            self._record_access(packer.selections, stores, now, reads)
 
         package = self._package(
             task=task,
@@ -275,7 +276,7 @@ class ContextAssembler:
             plans=plans,
             allocation=allocation,
             omissions=omissions,
-            failures=failures,
+            failures=reads.failures,
         )
         log.info(
             "context_built",
@@ -283,7 +284,7 @@ class ContextAssembler:
             used=package.tokens_used,
             per_tier={u.tier.value: [u.used, u.allocated, u.selected] for u in package.usage},
             omitted=_count_by_reason(omissions),
-            failures=[f.tier.value for f in failures],
+            failures=[f.tier.value for f in package.failures],
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
         )
         return package
@@ -309,7 +310,6 @@ class ContextAssembler:
         query: str,
         policy: Policy,
         now: datetime,
-        omitted: list[Omission],
         *,
         limits: GatherLimits | None = None,
         wider_than: _TierPlan | None = None,
@@ -319,7 +319,8 @@ class ContextAssembler:
 
         ``wider_than``: the plan this one widens. Its pool joins the new one and the two are
         scored together, so every score the tier reports is on one scale; only candidates it
-        did not hold are judged and ranked here (its own were offered already).
+        did not hold are judged and ranked here (its own were offered already). Every read
+        happens before anything is returned: a failing read leaves nothing half-planned behind.
         """
         head: list[ContextItem] = []
         tail: list[ContextItem] = []
@@ -346,6 +347,7 @@ class ContextAssembler:
         judged = wider_than.pool if wider_than is not None else {}
 
         tier = store.tier
+        omitted: list[Omission] = []
         live: dict[str, ContextItem] = {}
         for item_id, item in everything.items():  # one pass: a pool holds hundreds of items
             if item_id in judged:
@@ -384,6 +386,7 @@ class ContextAssembler:
             saturated=saturated,
             pool=everything,
             scores=scores,
+            left_out=omitted,
         )
 
     def _tail(self, store: TierStore) -> list[ContextItem]:
@@ -464,8 +467,8 @@ class ContextAssembler:
         query: str,
         policy: Policy,
         now: datetime,
-        omitted: list[Omission],
         query_vectors: QueryVectors,
+        reads: FailOpen,
     ) -> None:
         """Stay work-conserving past the first pool: gather wider while budget is left.
 
@@ -479,6 +482,9 @@ class ContextAssembler:
         Room smaller than the pool's typical candidate does not count as spare: the pool's
         small items already had their turn at it, and a wider pool could only fill it with one
         of its lowest-ranked items, at several times the cost of the whole build.
+
+        A tier whose wider gather fails keeps what its narrower ones gave, and is not widened
+        again in this build.
         """
         limits = self.config.limits
         for _ in range(limits.widening_rounds):
@@ -488,20 +494,26 @@ class ContextAssembler:
             widened = False
             for tier in self.config.spill_order:
                 plan = plans.get(tier)
-                if plan is None or not plan.saturated:
+                if plan is None or not plan.saturated or reads.failed(tier):
                     continue
                 if packer.budget - packer.total < packer.typical_cost(plan.ranked):
                     continue
-                wider = self._plan(
-                    plan.store,
-                    query,
-                    policy,
-                    now,
-                    omitted,
-                    limits=limits,
-                    wider_than=plan,
-                    query_vectors=query_vectors,
+                wider = reads.run(
+                    (tier,),
+                    "widen",
+                    functools.partial(
+                        self._plan,
+                        plan.store,
+                        query,
+                        policy,
+                        now,
+                        limits=limits,
+                        wider_than=plan,
+                        query_vectors=query_vectors,
+                    ),
                 )
+                if wider is None:
+                    continue
                 packer.offer_all(
                     wider.ranked, lambda: packer.budget - packer.total, may_truncate=False
                 )
@@ -511,6 +523,7 @@ class ContextAssembler:
                     pinned=plan.pinned,
                     protected=plan.protected,
                     ranked=plan.ranked + wider.ranked,
+                    left_out=plan.left_out + wider.left_out,
                 )
                 widened = True
             if not widened:
@@ -574,21 +587,21 @@ class ContextAssembler:
         selections: list[Selection],
         stores: dict[Tier, TierStore],
         now: datetime,
-        strict: bool,
-        log: Any,
+        reads: FailOpen,
     ) -> None:
         """One touch() per distinct backend for everything chosen."""
-        by_backend: dict[int, tuple[MemoryBackend, list[str]]] = {}
+        by_backend: dict[int, tuple[MemoryBackend, set[Tier], list[str]]] = {}
         for selection in selections:
             backend = stores[selection.tier].backend
-            by_backend.setdefault(id(backend), (backend, []))[1].append(selection.item.id)
-        for backend, ids in by_backend.values():
-            try:
-                backend.touch(ids, now)
-            except Exception:
-                if strict:
-                    raise
-                log.warning("access_tracking_failed", count=len(ids), exc_info=True)
+            _, tiers, ids = by_backend.setdefault(id(backend), (backend, set(), []))
+            tiers.add(selection.tier)
+            ids.append(selection.item.id)
+        for backend, tiers, ids in by_backend.values():
+            reads.run(
+                [tier for tier in Tier if tier in tiers],
+                "access",
+                functools.partial(backend.touch, ids, now),
+            )
 
     def _package(
         self,

@@ -2,12 +2,14 @@
 
 A package explains itself: for every tier, the budget it was allocated and what it used; for
 every selected item, its score and why it was chosen (pinned, head, tail, ranked); for every
-candidate left out, why (duplicate, expired, below threshold, lower score, over budget).
+candidate left out, why (duplicate, expired, below threshold, lower score, over budget); for
+every tier whose backend failed, in which phase.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 import attrs
 
@@ -16,6 +18,7 @@ from agent_engine.models import ContextItem, Tier
 
 __all__ = [
     "ContextPackage",
+    "FailurePhase",
     "Omission",
     "OmissionReason",
     "Selection",
@@ -23,6 +26,11 @@ __all__ = [
     "TierFailure",
     "TierUsage",
 ]
+
+FailurePhase = Literal["gather", "widen", "access"]
+"""When a tier's backend failed: ``gather`` (the first read of its candidates: the tier has no
+items in the package), ``widen`` (a wider second gather: the tier keeps what its first gather
+found), ``access`` (recording the accesses of its chosen items: they are in the package)."""
 
 
 class SelectionReason(enum.StrEnum):
@@ -89,10 +97,15 @@ class TierUsage:
 
 @attrs.frozen
 class TierFailure:
-    """A tier whose backend failed; the package was built from the others."""
+    """A tier whose backend failed during the build, and in which phase (see ``FailurePhase``).
+
+    The package stays whole without it: a tier that failed to gather has no items in it, one
+    that failed later keeps what it had.
+    """
 
     tier: Tier
     error: str
+    phase: FailurePhase = "gather"
 
 
 @attrs.frozen
