@@ -319,8 +319,9 @@ class ContextAssembler:
 
         ``wider_than``: the plan this one widens. Its pool joins the new one and the two are
         scored together, so every score the tier reports is on one scale; only candidates it
-        did not hold are judged and ranked here (its own were offered already). Every read
-        happens before anything is returned: a failing read leaves nothing half-planned behind.
+        did not hold are judged and ranked here (its own were offered already), and its pinned
+        items are not read again. Every read happens before anything is returned: a failing
+        read leaves nothing half-planned behind.
         """
         head: list[ContextItem] = []
         tail: list[ContextItem] = []
@@ -336,6 +337,7 @@ class ContextAssembler:
             limits or self.config.limits,
             now,
             known=wider_than.pool if wider_than is not None else None,
+            read_pinned=wider_than is None,
             query_vectors=query_vectors,
             background=search_pool() if self.config.overlap_searches else None,
         )

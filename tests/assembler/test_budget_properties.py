@@ -14,6 +14,7 @@ from agent_engine import (
     AssemblerConfig,
     ContextAssembler,
     ContextRequest,
+    GatherLimits,
     HashingEmbedder,
     InMemoryBackend,
     Layout,
@@ -206,3 +207,36 @@ class TestEveryPackage:
                 assert stored[omission.item_id].expired(NOW)
             if omission.reason is OmissionReason.OVER_BUDGET:
                 assert omission.tokens > budget - pinned_tokens
+
+
+class TestPinnedItems:
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        count=st.integers(0, 90),
+        budget=st.integers(1, 1500),
+        per_source=st.integers(1, 20),
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=12),
+    )
+    def test_every_pinned_item_is_explained(self, count, budget, per_source, words):
+        """However many items are pinned, each is chosen or left out with a reason, once."""
+        assembler = ContextAssembler(
+            InMemoryBackend(embedder=HashingEmbedder(dim=32)),
+            config=AssemblerConfig(limits=GatherLimits(per_source=per_source)),
+            clock=lambda: NOW,
+        )
+        project = assembler.project_store("p")
+        pinned = project.add_many(
+            project.new_item(
+                "rule",
+                f"{n} " + " ".join(words[: 1 + n % len(words)]),
+                status=Status.PINNED,
+                timestamp=NOW - timedelta(minutes=n),
+            )
+            for n in range(count)
+        )
+        task = Task(id="t", project_id="p", user_id="u")
+        package = assembler.build_context(task, ContextRequest(budget_tokens=budget))
+        accounted = [s.item.id for s in package.selections]
+        accounted += [o.item_id for o in package.omissions]
+        assert sorted(accounted) == sorted(item.id for item in pinned)
+        assert all(s.reason is SelectionReason.PINNED for s in package.selections)

@@ -11,6 +11,7 @@ from agent_engine import (
     AssemblerConfig,
     ContextAssembler,
     ContextRequest,
+    GatherLimits,
     OmissionReason,
     SelectionReason,
     Status,
@@ -163,3 +164,25 @@ class TestBudget:
         package = build(assembler, budget=cost[rule.id] + cost[note.id] - 1)
         assert [s.item.id for s in package.selections] == [rule.id]
         assert why(package) == {note.id: OmissionReason.OVER_BUDGET}
+
+
+class TestPinnedAreAllExplained:
+    def test_every_pinned_item_is_chosen_or_left_out_with_a_reason(self, backend):
+        """However many items a tier has pinned, each one is chosen as pinned or says why not,
+        even when the candidate sources bring in only a few of them."""
+        assembler = ContextAssembler(
+            backend,
+            clock=lambda: NOW,
+            config=AssemblerConfig(head=0, tail=0, limits=GatherLimits(per_source=5)),
+        )
+        project = assembler.project_store("p")
+        pinned = project.add_many(
+            project.new_item("rule", f"Rule {n}: review the migration first", status=Status.PINNED)
+            for n in range(80)
+        )
+        package = build(assembler, budget=300)
+        chosen = [s.item.id for s in package.selections]
+        left_out = [o.item_id for o in package.omissions]
+        assert sorted(chosen + left_out) == sorted(item.id for item in pinned)
+        assert {s.reason for s in package.selections} == {SelectionReason.PINNED}
+        assert {o.reason for o in package.omissions} == {OmissionReason.OVER_BUDGET}
