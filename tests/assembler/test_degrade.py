@@ -247,8 +247,8 @@ def calls_of(assembler, backend, **config):
 
 
 def assert_whole(package):
-    """The package holds together: within budget, each candidate once."""
-    assert DEFAULT_COUNTER.count(package.render()) <= package.tokens_used <= REQUEST.budget_tokens
+    """The package holds together: within budget, truthful figures, each candidate once."""
+    assert DEFAULT_COUNTER.count(package.render()) == package.tokens_used <= REQUEST.budget_tokens
     accounted = [s.item.id for s in package.selections] + [o.item_id for o in package.omissions]
     assert len(accounted) == len(set(accounted)) == sum(u.candidates for u in package.usage)
 
