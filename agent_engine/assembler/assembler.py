@@ -12,24 +12,25 @@ and its user's global memory under ``request.budget_tokens``:
    come before any item from the middle, in the share and in the spill-over;
 4. the chosen items get their access recorded in one write per backend.
 
-If a tier's backend fails, the package is built from the healthy tiers and names the failure
-(``strict=True`` raises instead).
+If a tier's backend fails, in whichever phase, the package is built from what the healthy
+reads gave and names the failure (``strict=True`` raises instead): see ``_failopen``.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
-from typing import Any
 
 import attrs
 
 from agent_engine._log import get_logger
 from agent_engine.assembler._costcache import CostCache
+from agent_engine.assembler._failopen import FailOpen
 from agent_engine.assembler._workers import search_pool
 from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER, allocate
 from agent_engine.assembler.candidates import GatherLimits, QueryVectors, gather
@@ -37,14 +38,13 @@ from agent_engine.assembler.package import (
     ContextPackage,
     Omission,
     OmissionReason,
-    Selection,
     SelectionReason,
     TierFailure,
     TierUsage,
 )
-from agent_engine.assembler.packer import PROTECTED, Entry, Packer
+from agent_engine.assembler.packer import PROTECTED, BodyKey, Entry, Packer, Taken
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy, resolve_policy
-from agent_engine.assembler.render import PROMPT_ORDER, Layout, Line, prompt_order, render_lines
+from agent_engine.assembler.render import PROMPT_ORDER, Layout, Line, render_lines
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -117,6 +117,8 @@ class _TierPlan:
     pool: dict[str, ContextItem]
     """Every candidate the policy scored (pinned, HEAD and TAIL items included)."""
     scores: dict[str, float]
+    left_out: list[Omission]
+    """Candidates left out before packing (expired, below the threshold), and why."""
 
 
 class ContextAssembler:
@@ -158,10 +160,10 @@ class ContextAssembler:
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
         self._lock = threading.Lock()
-        self._costs: CostCache[tuple[str, str, str]] = CostCache(maxsize=100_000)
+        self._costs: CostCache[BodyKey] = CostCache(maxsize=100_000)
         # Section and session headers recur across steps; counted once per assembler.
         self._header_costs: CostCache[str] = CostCache(maxsize=10_000)
-        self._group_costs: CostCache[tuple[str, date]] = CostCache(maxsize=10_000)
+        self._group_units: CostCache[tuple[str, date]] = CostCache(maxsize=10_000)
 
     # ------------------------------------------------------------------ stores
 
@@ -227,49 +229,38 @@ class ContextAssembler:
             Tier.GLOBAL: self.global_store(task.user_id),
         }
         log = get_logger(task=task.id, project=task.project_id, policy=policy.name)
+        reads = FailOpen(strict=strict, log=log)
         plans: dict[Tier, _TierPlan] = {}
-        failures: list[TierFailure] = []
-        early: list[Omission] = []
         vectors: QueryVectors = {}
         for tier, store in stores.items():
-            try:
-                plans[tier] = self._plan(store, query, policy, now, early, query_vectors=vectors)
-            except ValidationError:
-                raise
-            except Exception as exc:
-                if strict:
-                    raise
-                failures.append(TierFailure(tier, f"{type(exc).__name__}: {exc}"))
-                log.warning("tier_failed", tier=tier.value, error=str(exc), exc_info=True)
+            plan = reads.run(
+                (tier,),
+                "gather",
+                functools.partial(self._plan, store, query, policy, now, query_vectors=vectors),
+            )
+            if plan is not None:
+                plans[tier] = plan
 
-        packer = Packer(
-            budget,
-            allocation,
-            self.config.layout,
-            self.counter,
-            self._body_cost,
-            header_costs=self._header_costs,
-            group_costs=self._group_costs,
-        )
-        self._pack(packer, plans, allocation)
+        packer = self._packer(budget, allocation, trust_cached_costs=True)
+        self._pack(packer, plans)
         self._widen(
             packer=packer,
             plans=plans,
             query=query,
             policy=policy,
             now=now,
-            omitted=early,
             query_vectors=vectors,
+            reads=reads,
         )
-        pinned_tokens = sum(
-            s.tokens for s in packer.selections if s.reason is SelectionReason.PINNED
-        )
-        self._fit_render(packer, budget)
-        omissions = packer.rescored(early) + packer.settle(
-            dict.fromkeys(Tier, budget - pinned_tokens)
-        )
+        if not packer.cached_costs_hold():
+            # A cached token_cost is not its body's count: every figure charged with it is
+            # wrong, and so may be what it let in. Pack again, counting every body.
+            packer = self._repack(packer, plans, budget, allocation)
+        counted = self._fit_render(packer, budget)
+        early = [omission for plan in plans.values() for omission in plan.left_out]
+        omissions = packer.rescored(early) + packer.settle()
         if self.config.track_access:
-            self._record_access(packer.selections, stores, now, strict, log)
+            self._record_access(packer.taken, stores, now, reads)
 
         package = self._package(
             task=task,
@@ -279,7 +270,8 @@ class ContextAssembler:
             plans=plans,
             allocation=allocation,
             omissions=omissions,
-            failures=failures,
+            failures=reads.failures,
+            counted=counted,
         )
         log.info(
             "context_built",
@@ -287,7 +279,7 @@ class ContextAssembler:
             used=package.tokens_used,
             per_tier={u.tier.value: [u.used, u.allocated, u.selected] for u in package.usage},
             omitted=_count_by_reason(omissions),
-            failures=[f.tier.value for f in failures],
+            failures=[f.tier.value for f in package.failures],
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
         )
         return package
@@ -313,7 +305,6 @@ class ContextAssembler:
         query: str,
         policy: Policy,
         now: datetime,
-        omitted: list[Omission],
         *,
         limits: GatherLimits | None = None,
         wider_than: _TierPlan | None = None,
@@ -323,7 +314,9 @@ class ContextAssembler:
 
         ``wider_than``: the plan this one widens. Its pool joins the new one and the two are
         scored together, so every score the tier reports is on one scale; only candidates it
-        did not hold are judged and ranked here (its own were offered already).
+        did not hold are judged and ranked here (its own were offered already), and its pinned
+        items are not read again. Every read happens before anything is returned: a failing
+        read leaves nothing half-planned behind.
         """
         head: list[ContextItem] = []
         tail: list[ContextItem] = []
@@ -339,6 +332,7 @@ class ContextAssembler:
             limits or self.config.limits,
             now,
             known=wider_than.pool if wider_than is not None else None,
+            read_pinned=wider_than is None,
             query_vectors=query_vectors,
             background=search_pool() if self.config.overlap_searches else None,
         )
@@ -350,6 +344,7 @@ class ContextAssembler:
         judged = wider_than.pool if wider_than is not None else {}
 
         tier = store.tier
+        omitted: list[Omission] = []
         live: dict[str, ContextItem] = {}
         for item_id, item in everything.items():  # one pass: a pool holds hundreds of items
             if item_id in judged:
@@ -388,6 +383,7 @@ class ContextAssembler:
             saturated=saturated,
             pool=everything,
             scores=scores,
+            left_out=omitted,
         )
 
     def _tail(self, store: TierStore) -> list[ContextItem]:
@@ -430,19 +426,15 @@ class ContextAssembler:
             return sorted(kept, key=_by_score, reverse=True)
         return sorted(kept, key=lambda e: (-e.score, e.item.timestamp, e.item.id))
 
-    def _pack(
-        self, packer: Packer, plans: dict[Tier, _TierPlan], allocation: dict[Tier, int]
-    ) -> None:
-        def left() -> int:
-            return packer.budget - packer.total
-
+    def _pack(self, packer: Packer, plans: dict[Tier, _TierPlan]) -> None:
+        left = packer.left
         by_prompt = [plans[tier] for tier in PROMPT_ORDER if tier in plans]
         by_spill = [plans[tier] for tier in self.config.spill_order if tier in plans]
         for plan in by_prompt:  # phase 0: pinned, against the whole budget
             packer.offer_all(plan.pinned, left, may_truncate=True)
 
         def room(tier: Tier) -> Callable[[], int]:
-            return lambda: allocation[tier] - packer.used[tier]
+            return functools.partial(packer.room, tier)
 
         deferred: list[_TierPlan] = []
         for plan in by_spill:  # phase 1: each tier within its share
@@ -468,8 +460,8 @@ class ContextAssembler:
         query: str,
         policy: Policy,
         now: datetime,
-        omitted: list[Omission],
         query_vectors: QueryVectors,
+        reads: FailOpen,
     ) -> None:
         """Stay work-conserving past the first pool: gather wider while budget is left.
 
@@ -483,116 +475,132 @@ class ContextAssembler:
         Room smaller than the pool's typical candidate does not count as spare: the pool's
         small items already had their turn at it, and a wider pool could only fill it with one
         of its lowest-ranked items, at several times the cost of the whole build.
+
+        A tier whose wider gather fails keeps what its narrower ones gave, and is not widened
+        again in this build.
         """
         limits = self.config.limits
         for _ in range(limits.widening_rounds):
-            if packer.budget - packer.total < limits.min_widening_room:
+            if packer.tokens_left() < limits.min_widening_room:
                 return
             limits = attrs.evolve(limits, per_source=limits.per_source * 4)
             widened = False
             for tier in self.config.spill_order:
                 plan = plans.get(tier)
-                if plan is None or not plan.saturated:
+                if plan is None or not plan.saturated or reads.failed(tier):
                     continue
-                if packer.budget - packer.total < packer.typical_cost(plan.ranked):
+                if packer.left() < packer.typical_cost(plan.ranked):
                     continue
-                wider = self._plan(
-                    plan.store,
-                    query,
-                    policy,
-                    now,
-                    omitted,
-                    limits=limits,
-                    wider_than=plan,
-                    query_vectors=query_vectors,
+                wider = reads.run(
+                    (tier,),
+                    "widen",
+                    functools.partial(
+                        self._plan,
+                        plan.store,
+                        query,
+                        policy,
+                        now,
+                        limits=limits,
+                        wider_than=plan,
+                        query_vectors=query_vectors,
+                    ),
                 )
-                packer.offer_all(
-                    wider.ranked, lambda: packer.budget - packer.total, may_truncate=False
-                )
+                if wider is None:
+                    continue
+                packer.offer_all(wider.ranked, packer.left, may_truncate=False)
                 packer.rescore(wider.scores)
                 plans[tier] = attrs.evolve(
                     wider,
                     pinned=plan.pinned,
                     protected=plan.protected,
                     ranked=plan.ranked + wider.ranked,
+                    left_out=plan.left_out + wider.left_out,
                 )
                 widened = True
             if not widened:
                 return
 
-    def _fit_render(self, packer: Packer, budget: int) -> None:
-        """Safety net for tokenizers that do not add up: drop ranked items until the render fits."""
-        if self._charged_in_full(packer.selections):
-            return
-        while packer.selections:
-            lines = [Line(s.item, s.tier, s.body) for s in packer.selections]
-            if self.counter.count(render_lines(lines, self.config.layout)) <= budget:
-                return
-            ranked = [s for s in packer.selections if s.reason not in PROTECTED]
-            victim = min(ranked or packer.selections, key=lambda s: (s.score, s.item.id))
-            packer.drop(victim, OmissionReason.LOWER_SCORE)
-
-    def _charged_in_full(self, selections: list[Selection]) -> bool:
-        """Whether the package's own total is already a bound on its rendered count.
-
-        With the default counter it is: the counter rounds up per text and no counted piece
-        spans a space or a newline, so a render counts at most the sum of the headers and
-        lines charged for it (the budget properties test holds the packer to this). What the
-        sum cannot vouch for is a cached ``token_cost`` charged on the item's word: each is
-        checked against a count of its body once per item version, and one that under-counts
-        sends the package through the full render check instead.
-        """
-        if self.counter is not DEFAULT_COUNTER:
-            return False
-        layout = self.config.layout
-        for selection in selections:
-            item = selection.item
-            if selection.truncated or item.token_cost is None:
-                continue  # counted when it was charged
-            key = (item.id, item.fingerprint, layout.format.value)
-            counted = self._costs.get(key)
-            if counted is None:
-                counted = self._costs[key] = self.counter.count(layout.shown(item.body))
-            if counted > item.token_cost:
-                return False
-        return True
-
-    def _body_cost(self, item: ContextItem, body: str) -> int:
-        """Tokens of a body as shown: the item's cached cost when it applies, else counted once."""
-        shown = self.config.layout.shown(body)
-        if shown == item.body and item.token_cost is not None and self.counter is DEFAULT_COUNTER:
-            return item.token_cost
-        key = (
-            item.id,
-            shown if body != item.body else item.fingerprint,
-            self.config.layout.format.value,
+    def _packer(
+        self, budget: int, allocation: dict[Tier, int], *, trust_cached_costs: bool
+    ) -> Packer:
+        return Packer(
+            budget,
+            allocation,
+            self.config.layout,
+            self.counter,
+            self._costs,
+            trust_cached_costs=trust_cached_costs,
+            header_costs=self._header_costs,
+            group_units=self._group_units,
         )
-        cost = self._costs.get(key)
-        if cost is None:
-            cost = self.counter.count(shown)
-            self._costs[key] = cost
-        return cost
+
+    def _repack(
+        self, packed: Packer, plans: dict[Tier, _TierPlan], budget: int, allocation: dict[Tier, int]
+    ) -> Packer:
+        """The package packed again from the same candidates, every body counted (memoised)."""
+        packer = self._packer(budget, allocation, trust_cached_costs=False)
+        packer.rescore(packed.scores)
+        self._pack(packer, plans)
+        return packer
+
+    def _fit_render(self, packer: Packer, budget: int) -> dict[Tier, int] | None:
+        """For counters whose counts may not add up: make the render fit, and count it.
+
+        With the default counter the packer's units are what the render costs, so there is
+        nothing to check. Any other counter is asked for the whole render; while it is over
+        the budget the lowest-scored ranked item is dropped. Returns each tier's part of the
+        rendered count when it differs from what was charged (``None`` when it does not).
+        """
+        if packer.scale.exact:
+            return None
+        layout, count = self.config.layout, self.counter.count
+        while True:
+            lines = [Line(t.entry.item, t.entry.tier, t.body) for t in packer.taken]
+            rendered = count(render_lines(lines, layout))
+            if rendered <= budget or not packer.taken:
+                break
+            ranked = [t for t in packer.taken if t.entry.reason not in PROTECTED]
+            victim = min(
+                ranked or packer.taken, key=lambda t: (packer.score_of(t.entry), t.entry.item.id)
+            )
+            packer.drop(victim, OmissionReason.LOWER_SCORE)
+        if rendered == packer.scale.tokens(packer.total):
+            return None
+        # A tier's part: the render up to the end of its section, less the render before it.
+        parts = dict.fromkeys(Tier, 0)
+        shown: list[Line] = []
+        before = 0
+        last = next(tier for tier in reversed(PROMPT_ORDER) if tier in {x.tier for x in lines})
+        for tier in PROMPT_ORDER:
+            mine = [line for line in lines if line.tier is tier]
+            if not mine:
+                continue
+            shown += mine
+            after = rendered if tier is last else count(render_lines(shown, layout))
+            parts[tier], before = after - before, after
+        return parts
 
     def _record_access(
         self,
-        selections: list[Selection],
+        taken: list[Taken],
         stores: dict[Tier, TierStore],
         now: datetime,
-        strict: bool,
-        log: Any,
+        reads: FailOpen,
     ) -> None:
         """One touch() per distinct backend for everything chosen."""
-        by_backend: dict[int, tuple[MemoryBackend, list[str]]] = {}
-        for selection in selections:
-            backend = stores[selection.tier].backend
-            by_backend.setdefault(id(backend), (backend, []))[1].append(selection.item.id)
-        for backend, ids in by_backend.values():
-            try:
-                backend.touch(ids, now)
-            except Exception:
-                if strict:
-                    raise
-                log.warning("access_tracking_failed", count=len(ids), exc_info=True)
+        by_backend: dict[int, tuple[MemoryBackend, set[Tier], list[str]]] = {}
+        for chosen in taken:
+            tier = chosen.entry.tier
+            backend = stores[tier].backend
+            _, tiers, ids = by_backend.setdefault(id(backend), (backend, set(), []))
+            tiers.add(tier)
+            ids.append(chosen.entry.item.id)
+        for backend, tiers, ids in by_backend.values():
+            reads.run(
+                [tier for tier in Tier if tier in tiers],
+                "access",
+                functools.partial(backend.touch, ids, now),
+            )
 
     def _package(
         self,
@@ -605,32 +613,29 @@ class ContextAssembler:
         allocation: dict[Tier, int],
         omissions: list[Omission],
         failures: list[TierFailure],
+        counted: dict[Tier, int] | None,
     ) -> ContextPackage:
-        lines = {s.item.id: s for s in packer.selections}
-        ordered = [
-            lines[line.item.id]
-            for _, groups in prompt_order([Line(s.item, s.tier, s.body) for s in packer.selections])
-            for _, members in groups
-            for line in members
-        ]
+        selections, used = packer.package()
+        if counted is not None:
+            used = counted
         usage = tuple(
             TierUsage(
                 tier,
                 allocation[tier],
-                packer.used[tier],
+                used[tier],
                 len(plans[tier].pool) if tier in plans else 0,
-                sum(1 for s in ordered if s.tier is tier),
+                sum(1 for s in selections if s.tier is tier),
             )
             for tier in PROMPT_ORDER
         )
-        candidate_tokens = sum(s.tokens for s in ordered) + sum(o.tokens for o in omissions)
+        candidate_tokens = sum(s.tokens for s in selections) + sum(o.tokens for o in omissions)
         return ContextPackage(
             id=new_id(),
             task_id=task.id,
             budget_tokens=request.budget_tokens,
             policy=policy.name,
             layout=self.config.layout,
-            selections=tuple(ordered),
+            selections=tuple(selections),
             omissions=tuple(omissions),
             usage=usage,
             failures=tuple(failures),

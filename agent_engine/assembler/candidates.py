@@ -2,7 +2,9 @@
 
 Each source the policy asks for contributes at most ``per_source`` items: the best vector
 matches, the best BM25 matches, the newest, the most important, and the session neighbours of
-the best hits (so smoothing can lift the turn next to a match). Pinned items always join.
+the best hits (so smoothing can lift the turn next to a match). Every pinned item of the tier
+joins: pinned means "in whenever it fits", so none may go unread (pinned items are few by
+design, and one indexed read fetches them all).
 The pool is fetched in one batched read; dense scores for pool items found by other sources
 are computed from their stored vectors, so every candidate is scored on every signal.
 """
@@ -66,7 +68,6 @@ class GatherLimits:
     per_source: int = 100
     neighbour_seeds: int = 5
     radius: int = 2
-    pinned: int = 50
     widening_rounds: int = 2
     min_widening_room: int = 8
 
@@ -106,6 +107,7 @@ def gather(
     now: datetime,
     *,
     known: Mapping[str, ContextItem] | None = None,
+    read_pinned: bool = True,
     query_vectors: QueryVectors | None = None,
     background: Executor | None = None,
 ) -> tuple[Candidates, list[ContextItem], bool]:
@@ -114,7 +116,9 @@ def gather(
     The third value says whether any source was cut at its limit (so a wider gather could
     find more). ``known``: items an earlier, narrower gather already fetched; they join the
     pool without being read again, and every signal is computed over the whole pool, so a
-    wider pool is scored on one scale with the narrower one. ``query_vectors``: the build's
+    wider pool is scored on one scale with the narrower one. ``read_pinned``: read the tier's
+    pinned items (all of them, most important first; a wider gather has them already and
+    passes ``False``: the second value is then empty). ``query_vectors``: the build's
     query embeddings so far (filled in here). ``background``: where to run the vector search
     (the query embedding included) while BM25 scores in this thread; without it, both run here.
     """
@@ -151,8 +155,10 @@ def gather(
         early: dict[str, ContextItem] = {}
         if dense is not None and not dense.done():
             early = _fetch(store, [*lexical_best, *near], known)
-        pinned = store.query(
-            {"status": Status.PINNED.value}, limit=limits.pinned, order_by="importance"
+        pinned = (
+            store.query({"status": Status.PINNED.value}, limit=None, order_by="importance")
+            if read_pinned
+            else []
         )
     finally:
         if dense is not None:

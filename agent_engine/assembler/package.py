@@ -1,13 +1,16 @@
 """What ``build_context`` returns: the chosen items in prompt order, and why the rest were not.
 
-A package explains itself: for every tier, the budget it was allocated and what it used; for
-every selected item, its score and why it was chosen (pinned, head, tail, ranked); for every
-candidate left out, why (duplicate, expired, below threshold, lower score, over budget).
+A package explains itself: for every tier, the budget it was allocated and what it used (what
+its part of the render costs); for every selected item, its score and why it was chosen
+(pinned, head, tail, ranked); for every candidate left out, why (duplicate, expired, below
+threshold, lower score, no room for its header, over budget); for every tier whose backend
+failed, in which phase.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 import attrs
 
@@ -16,6 +19,7 @@ from agent_engine.models import ContextItem, Tier
 
 __all__ = [
     "ContextPackage",
+    "FailurePhase",
     "Omission",
     "OmissionReason",
     "Selection",
@@ -23,6 +27,11 @@ __all__ = [
     "TierFailure",
     "TierUsage",
 ]
+
+FailurePhase = Literal["gather", "widen", "access"]
+"""When a tier's backend failed: ``gather`` (the first read of its candidates: the tier has no
+items in the package), ``widen`` (a wider second gather: the tier keeps what its first gather
+found), ``access`` (recording the accesses of its chosen items: they are in the package)."""
 
 
 class SelectionReason(enum.StrEnum):
@@ -47,14 +56,22 @@ class OmissionReason(enum.StrEnum):
     BELOW_THRESHOLD = "below_threshold"
     """Its score was under the assembler's ``min_score``."""
     LOWER_SCORE = "lower_score"
-    """It would have fit alone, but higher-priority items used the budget first."""
+    """It would have fit beside the pinned items, but higher-priority items took the room."""
+    NO_ROOM_FOR_HEADER = "no_room_for_header"
+    """Its line fits in all the budget its tier could get, but not with the tier's section or
+    session header it would open there (one the pinned items had not opened)."""
     OVER_BUDGET = "over_budget"
-    """It is larger than all the budget its tier could get."""
+    """Its line alone is larger than all the budget its tier could get."""
 
 
 @attrs.frozen
 class Selection:
-    """A chosen item: tokens are what its line costs, headers it opened included."""
+    """A chosen item.
+
+    ``tokens``: what its line and the headers it opened cost on their own (with the default
+    counter, counted as one text). A count rounds up, so the selections' tokens may add up to
+    a little more than the package's ``tokens_used``, which is what the whole render costs.
+    """
 
     item: ContextItem
     tier: Tier
@@ -67,7 +84,11 @@ class Selection:
 
 @attrs.frozen
 class Omission:
-    """A candidate left out, and why."""
+    """A candidate left out, and why.
+
+    ``tokens``: what its line and the headers the package has not opened would cost on their
+    own, as a selection's (0 for candidates left out before packing: expired, below threshold).
+    """
 
     item_id: str
     tier: Tier
@@ -78,7 +99,11 @@ class Omission:
 
 @attrs.frozen
 class TierUsage:
-    """A tier's budget: its share, what it used (spill-over included) and its candidates."""
+    """A tier's budget: its share, what it used (spill-over included) and its candidates.
+
+    ``used`` is the tier's part of what the render costs: the tiers' figures add up to the
+    count of the whole rendered package.
+    """
 
     tier: Tier
     allocated: int
@@ -89,10 +114,15 @@ class TierUsage:
 
 @attrs.frozen
 class TierFailure:
-    """A tier whose backend failed; the package was built from the others."""
+    """A tier whose backend failed during the build, and in which phase (see ``FailurePhase``).
+
+    The package stays whole without it: a tier that failed to gather has no items in it, one
+    that failed later keeps what it had.
+    """
 
     tier: Tier
     error: str
+    phase: FailurePhase = "gather"
 
 
 @attrs.frozen
@@ -117,7 +147,7 @@ class ContextPackage:
 
     @property
     def tokens_used(self) -> int:
-        """Tokens the rendered package costs (headers included)."""
+        """Tokens the rendered package costs (headers included): the counter's count of it."""
         return sum(usage.used for usage in self.usage)
 
     @property

@@ -2,7 +2,9 @@
 
 The packer walks candidates in priority order and takes each one that fits. Adding an item
 costs its line plus, the first time they are needed, its tier's section and its session's
-group header (the layout's own strings, counted by the same counter). Phases, in order:
+group header (the layout's own strings, counted by the same counter). Costs are kept in the
+units of ``_scale``, which add up to exactly what the render costs with the default counter.
+Phases, in order:
 
 0. pinned items of every tier, against the whole budget (pinned is "always in when it fits");
 1. each tier within its own allocation: the task timeline's HEAD then TAIL, then the ranked
@@ -28,17 +30,21 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_engine.assembler._costcache import CostCache
+from agent_engine.assembler._scale import scale_of
 from agent_engine.assembler.package import (
     Omission,
     OmissionReason,
     Selection,
     SelectionReason,
 )
-from agent_engine.assembler.render import TRUNCATION_MARKER, Layout
+from agent_engine.assembler.render import TRUNCATION_MARKER, Layout, Line, prompt_order
 from agent_engine.models import ContextItem, Tier
-from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
+from agent_engine.tokens import TokenCounter
 
-__all__ = ["Entry", "Packer"]
+__all__ = ["Entry", "Packer", "Taken"]
+
+BodyKey = tuple[str, str, str]
+"""A body count's cache key: item id, what was counted (fingerprint or shown text), format."""
 
 MIN_TRUNCATED_BODY = 8
 """A truncated item keeps at least this many tokens of body, or it is left out instead."""
@@ -55,8 +61,22 @@ class Entry(NamedTuple):
     reason: SelectionReason
 
 
+class Taken(NamedTuple):
+    """An entry in the package: the body shown and the units charged (line and headers opened)."""
+
+    entry: Entry
+    body: str
+    units: int
+    truncated: bool
+
+
 class Packer:
-    """Tracks what the package already holds and what each addition would cost."""
+    """Tracks what the package already holds and what each addition would cost.
+
+    ``costs``: body counts by item version, shared across builds. ``trust_cached_costs``: charge
+    an item's cached ``token_cost`` for its body without counting it (the default counter's
+    fast path); :meth:`cached_costs_hold` tells afterwards whether every one charged was true.
+    """
 
     def __init__(
         self,
@@ -64,36 +84,43 @@ class Packer:
         allocation: dict[Tier, int],
         layout: Layout,
         counter: TokenCounter,
-        body_cost: Callable[[ContextItem, str], int],
+        costs: CostCache[BodyKey],
         *,
+        trust_cached_costs: bool = True,
         header_costs: CostCache[str] | None = None,
-        group_costs: CostCache[tuple[str, date]] | None = None,
+        group_units: CostCache[tuple[str, date]] | None = None,
     ) -> None:
         self.budget = budget
-        self.allocation = allocation
         self.layout = layout
         self.counter = counter
-        self._body_cost = body_cost
+        self.scale = scale = scale_of(counter)
+        self._num, self._den = scale.margin.numerator, scale.margin.denominator
+        self._cap = scale.units(budget)
+        self._shares = {tier: scale.units(share) for tier, share in allocation.items()}
+        self._costs = costs
+        self._trust = trust_cached_costs and scale.cached_costs
         self.used: dict[Tier, int] = dict.fromkeys(Tier, 0)
+        """Units each tier holds."""
         self._total = 0
-        self.selections: list[Selection] = []
+        self.taken: list[Taken] = []
         self._sections: set[Tier] = set()
-        self._groups: dict[tuple[Tier, str], int] = {}
+        self._groups: dict[tuple[Tier, str], datetime] = {}
+        """Session groups opened, with the time of the item that opened each."""
         self._fingerprints: set[str] = set()
         self._chosen: set[str] = set()
         self._settled: set[str] = set()
         self._line_overhead: dict[str, int] = {}
-        self._section_costs: dict[Tier, int] = {}
+        self._section_units: dict[Tier, int] = {}
         # Whether an item's cached token_cost is what its full body costs as shown (the
         # default counter, a format that shows bodies as they are): then a line's cost is
         # that plus the line's markup, without looking at the body at all.
-        self._cached_costs_shown = counter is DEFAULT_COUNTER and layout.verbatim
+        self._cached_costs_shown = self._trust and layout.verbatim
         self._header_costs = header_costs if header_costs is not None else CostCache(1024)
         # An entry is offered up to once per packing phase; its line costs the same every
         # time, so it is counted once per package. A session's group header costs the same
         # in every package of one layout, so the caller may share that cache across builds.
         self._line_costs: dict[str, int] = {}
-        self._group_costs = group_costs if group_costs is not None else CostCache(1024)
+        self._group_units = group_units if group_units is not None else CostCache(1024)
         # A pool's items share few sessions: most group lookups end in this per-build memo.
         self._group_memo: dict[tuple[str, date], int] = {}
         # Every list of entries offered, in order: settle explains each entry left out once.
@@ -106,8 +133,20 @@ class Packer:
 
     @property
     def total(self) -> int:
-        """Tokens used so far."""
+        """Units used so far."""
         return self._total
+
+    def left(self) -> int:
+        """Units left in the budget."""
+        return self._cap - self._total
+
+    def room(self, tier: Tier) -> int:
+        """Units left in ``tier``'s own share."""
+        return self._shares[tier] - self.used[tier]
+
+    def tokens_left(self) -> int:
+        """Tokens of the budget the package does not use."""
+        return self.budget - self.scale.tokens(self._total)
 
     def holds(self, item_id: str) -> bool:
         """Whether the item is already in the package."""
@@ -122,7 +161,11 @@ class Packer:
             cost = self._header_costs[text] = self.counter.count(text)
         return cost
 
+    def _units(self, text: str) -> int:
+        return self._count(text) * self._den // self._num
+
     def _headers(self, entry: Entry) -> int:
+        """Units of the headers ``entry`` would open in the package as it is."""
         cost = 0
         if entry.tier not in self._sections:
             cost += self._section_cost(entry.tier)
@@ -132,38 +175,50 @@ class Packer:
         return cost
 
     def _section_cost(self, tier: Tier) -> int:
-        section = self._section_costs.get(tier)
+        section = self._section_units.get(tier)
         if section is None:
-            section = sum(self._count(part) for part in self.layout.section(tier))
-            self._section_costs[tier] = section
+            section = sum(self._units(part) for part in self.layout.section(tier))
+            self._section_units[tier] = section
         return section
 
     def _group_cost(self, session: str, started: datetime) -> int:
         key = (session, started.date())
         group_cost = self._group_memo.get(key)
         if group_cost is None:
-            group_cost = self._group_costs.get(key)
+            group_cost = self._group_units.get(key)
             if group_cost is None:
                 group = self.layout.group(session, started)
-                group_cost = self._group_costs[key] = sum(self._count(p) for p in group)
+                group_cost = self._group_units[key] = sum(self._units(p) for p in group)
             self._group_memo[key] = group_cost
         return group_cost
 
     def _overhead(self, item: ContextItem) -> int:
         overhead = self._line_overhead.get(item.kind)
         if overhead is None:
-            overhead = self._count(self.layout.line(item, ""))
+            overhead = self._units(self.layout.line(item, ""))
             self._line_overhead[item.kind] = overhead
         return overhead
 
+    def _body_cost(self, item: ContextItem, body: str) -> int:
+        """Tokens of a body as shown: the item's cached cost when trusted, else counted once."""
+        layout = self.layout
+        shown = layout.shown(body)
+        if self._trust and shown == item.body and item.token_cost is not None:
+            return item.token_cost
+        key = (item.id, shown if body != item.body else item.fingerprint, layout.format.value)
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._costs[key] = self.counter.count(shown)
+        return cost
+
     def _line(self, item: ContextItem, body: str) -> int:
-        return self._overhead(item) + self._body_cost(item, body)
+        return self._overhead(item) + self._body_cost(item, body) * self._den // self._num
 
     def _line_cost(self, item: ContextItem) -> int:
         line = self._line_costs.get(item.id)
         if line is None:
             if self._cached_costs_shown and item.token_cost is not None:
-                line = self._overhead(item) + item.token_cost
+                line = self._overhead(item) + item.token_cost * self._den // self._num
             else:
                 line = self._line(item, item.body)
             self._line_costs[item.id] = line
@@ -183,16 +238,40 @@ class Packer:
         return lines
 
     def typical_cost(self, entries: Sequence[Entry]) -> int:
-        """The median line cost of ``entries`` (0 for none): what a typical one needs."""
+        """The median line cost of ``entries`` in units (0 for none): what a typical one needs."""
         if not entries:
             return 0
         lines = np.sort(self._lines(entries))
         return int(lines[(len(lines) - 1) // 2])  # the lower median, as median_low
 
+    def cached_costs_hold(self) -> bool:
+        """Whether every cached ``token_cost`` charged for a chosen body is that body's count.
+
+        Each is checked against a count of the body once per item version (the count is kept
+        with the others), so an honest cost is counted once, not once per build.
+        """
+        if not self._trust:
+            return True
+        layout, costs, count = self.layout, self._costs, self.counter.count
+        format_, verbatim = layout.format.value, layout.verbatim
+        for taken in self.taken:
+            item = taken.entry.item
+            if taken.truncated or item.token_cost is None:
+                continue  # counted when it was charged
+            if not verbatim and layout.shown(item.body) != item.body:
+                continue  # counted as escaped when it was charged
+            key = (item.id, item.fingerprint, format_)
+            counted = costs.get(key)
+            if counted is None:
+                counted = costs[key] = count(item.body)
+            if counted != item.token_cost:
+                return False
+        return True
+
     # ------------------------------------------------------------------ adding
 
     def offer(self, entry: Entry, available: int, *, may_truncate: bool) -> bool:
-        """Add ``entry`` if it fits in ``available`` tokens (truncating if allowed)."""
+        """Add ``entry`` if it fits in ``available`` units (truncating if allowed)."""
         self._offered.append((entry,))
         return self._offer(entry, available, may_truncate=may_truncate)
 
@@ -205,7 +284,7 @@ class Packer:
             self._settled.add(item.id)
             self.waiting.discard(item.id)
             return False
-        available = min(available, self.budget - self._total)
+        available = min(available, self._cap - self._total)
         line = self._line_cost(item)
         if line > available and not may_truncate:
             # Headers only add to the line, so it cannot fit.
@@ -215,7 +294,7 @@ class Packer:
         if cost <= available:
             self._take(entry, item.body, cost, truncated=False)
             return True
-        if may_truncate and cost > self.allocation[entry.tier]:
+        if may_truncate and cost > self._shares[entry.tier]:
             body = self._truncate(entry, available - self._headers(entry))
             if body is not None:
                 self._take(
@@ -225,20 +304,22 @@ class Packer:
         self.waiting.add(item.id)
         return False
 
-    def _take(self, entry: Entry, body: str, cost: int, *, truncated: bool) -> None:
+    def _take(self, entry: Entry, body: str, units: int, *, truncated: bool) -> None:
         self._sections.add(entry.tier)
         if entry.item.session:
-            key = (entry.tier, entry.item.session)
-            self._groups[key] = self._groups.get(key, 0) + 1
-        self.used[entry.tier] += cost
-        self._total += cost
+            self._groups.setdefault((entry.tier, entry.item.session), entry.item.timestamp)
+        self.used[entry.tier] += units
+        self._total += units
         self._fingerprints.add(entry.item.fingerprint)
         self._chosen.add(entry.item.id)
         self._settled.add(entry.item.id)
         self.waiting.discard(entry.item.id)
-        self.selections.append(
-            Selection(entry.item, entry.tier, entry.score, entry.reason, cost, body, truncated)
-        )
+        self.taken.append(Taken(entry, body, units, truncated))
+
+    @property
+    def scores(self) -> Mapping[str, float]:
+        """Scores given by :meth:`rescore`, by item id."""
+        return self._scores
 
     def rescore(self, scores: Mapping[str, float]) -> None:
         """Report ``scores`` for the items they name (their tier's pool was scored again, wider).
@@ -247,10 +328,10 @@ class Packer:
         so that all of a tier's scores come from one scoring of one pool.
         """
         self._scores.update(scores)
-        self.selections = [
-            attrs.evolve(s, score=scores[s.item.id]) if s.item.id in scores else s
-            for s in self.selections
-        ]
+
+    def score_of(self, entry: Entry) -> float:
+        """The score ``entry`` reports (its rescored one, if any)."""
+        return self._scores.get(entry.item.id, entry.score)
 
     def rescored(self, omissions: list[Omission]) -> list[Omission]:
         """``omissions`` made before a rescore, carrying the scores it gave."""
@@ -260,13 +341,20 @@ class Packer:
             for o in omissions
         ]
 
-    def drop(self, selection: Selection, reason: OmissionReason) -> None:
+    def drop(self, taken: Taken, reason: OmissionReason) -> None:
         """Take a chosen item back out (the render check's last resort), recording why."""
-        self.selections.remove(selection)
-        self.used[selection.tier] -= selection.tokens
-        self._total -= selection.tokens
+        self.taken.remove(taken)
+        entry = taken.entry
+        self.used[entry.tier] -= taken.units
+        self._total -= taken.units
         self.omissions.append(
-            Omission(selection.item.id, selection.tier, reason, selection.tokens, selection.score)
+            Omission(
+                entry.item.id,
+                entry.tier,
+                reason,
+                self.scale.tokens(taken.units),
+                self.score_of(entry),
+            )
         )
 
     def _truncate(self, entry: Entry, room: int) -> str | None:
@@ -307,19 +395,40 @@ class Packer:
             if lines[at] <= room and self._offer(entries[at], room, may_truncate=False):
                 room = available()
 
-    def settle(self, reach: dict[Tier, int]) -> list[Omission]:
-        """Omissions for every offered entry left out, by why (``reach``: a tier's best room).
+    # ------------------------------------------------------------------ explaining
 
-        A left-out entry whose content a chosen item already shows is a duplicate; otherwise it
-        is over budget when it could not fit in its tier's best room, else it lost to better
-        candidates. An omission's tokens are what the entry would cost in the final package;
-        headers are only looked up for entries whose section or session group the package has
-        not opened.
+    def settle(self) -> list[Omission]:
+        """Omissions for every offered entry left out, by why.
+
+        A left-out entry whose content a chosen item already shows is a duplicate. Otherwise
+        it is judged against the best room its tier could have had, the budget the pinned
+        items leave: over budget when its line alone is larger, no room for header when its
+        line fits but not with the section or session header the pinned items left unopened,
+        else it lost to better candidates. An omission's tokens are what the entry would cost
+        in the final package; headers are only looked up for entries whose section or session
+        group the package has not opened.
         """
         line_costs, sections, groups = self._line_costs, self._sections, self._groups
         fingerprints = self._fingerprints
         over, lower = OmissionReason.OVER_BUDGET, OmissionReason.LOWER_SCORE
-        duplicate = OmissionReason.DUPLICATE
+        headerless, duplicate = OmissionReason.NO_ROOM_FOR_HEADER, OmissionReason.DUPLICATE
+        pinned = [t for t in self.taken if t.entry.reason is SelectionReason.PINNED]
+        reach = self._cap - sum(t.units for t in pinned)
+        # Beside the pinned items alone, an entry would also open the headers that only other
+        # chosen items opened: a few of them, looked up once here.
+        pinned_groups = {(t.entry.tier, t.entry.item.session) for t in pinned}
+        later_sections = {
+            tier: self._section_cost(tier) for tier in sections - {t.entry.tier for t in pinned}
+        }
+        later_groups = {
+            key: self._group_cost(key[1], started)
+            for key, started in groups.items()
+            if key not in pinned_groups
+        }
+        # An entry this much under the reach fits beside the pinned items whatever it opens.
+        roomy = reach - max(later_sections.values(), default=0)
+        roomy -= max(later_groups.values(), default=0)
+        num, den = self._num, self._den
         settled = self.omissions.append
         scores = self._scores
         seen = set(self._chosen)
@@ -330,17 +439,58 @@ class Packer:
                 if item_id in seen:
                     continue
                 seen.add(item_id)
-                cost = line_costs.get(item_id)
-                if cost is None:
-                    cost = self._line_cost(item)
-                if tier not in sections or (item.session and (tier, item.session) not in groups):
+                line = line_costs.get(item_id)
+                if line is None:
+                    line = self._line_cost(item)
+                cost = line
+                session = item.session
+                if tier not in sections or (session and (tier, session) not in groups):
                     cost += self._headers(entry)
                 if item.fingerprint in fingerprints:
                     reason = duplicate
-                else:
-                    reason = over if cost > reach[tier] else lower
-                score = scores.get(item_id, entry.score) if scores else entry.score
-                settled(Omission(item_id, tier, reason, cost, score))
+                elif line > reach:
+                    reason = over
+                elif cost <= roomy:
+                    reason = lower
+                else:  # with every header the pinned items left unopened, a few more than cost has
+                    best = cost + later_sections.get(tier, 0) + later_groups.get((tier, session), 0)
+                    reason = headerless if best > reach else lower
+                score = scores.get(item_id, entry.score)
+                settled(Omission(item_id, tier, reason, -(-cost * num // den), score))
         self._offered.clear()
         self.waiting.clear()
         return self.omissions
+
+    def package(self) -> tuple[list[Selection], dict[Tier, int]]:
+        """The chosen items in prompt order, and each tier's part of what the render costs.
+
+        Units add up along the render; a tier's part is what the render costs up to the end
+        of its section less what it costs before it, so the parts add up to the whole.
+        """
+        by_id = {taken.entry.item.id: taken for taken in self.taken}
+        lines = [Line(t.entry.item, t.entry.tier, t.body) for t in self.taken]
+        num, den, scores = self._num, self._den, self._scores
+        used = dict.fromkeys(Tier, 0)
+        selections: list[Selection] = []
+        units = before = 0
+        for _, groups in prompt_order(lines):
+            for _, members in groups:
+                for line in members:
+                    taken = by_id[line.item.id]
+                    item, tier, score, reason = taken.entry
+                    units += taken.units
+                    after = -(-units * num // den)
+                    used[tier] += after - before
+                    before = after
+                    selections.append(
+                        Selection(
+                            item,
+                            tier,
+                            scores.get(item.id, score),
+                            reason,
+                            -(-taken.units * num // den),
+                            taken.body,
+                            taken.truncated,
+                        )
+                    )
+        return selections, used

@@ -17,8 +17,9 @@ from agent_engine import (
 
 TASK = Task(id="t", project_id="p", user_id="u")
 BUDGET = 1000
-ITEM_COST = 6
-"""What one filler line costs: "- " (2) + "<tier> note <n>" (4), in the Markdown layout."""
+ITEM_COST = 7
+"""What one filler line costs counted alone: "<tier> note <n> of the backlog" is six pieces
+(a conversation turn has no markup), 6.6 tokens within a package."""
 
 
 def fill(assembler, tiers, count=150):
@@ -30,7 +31,9 @@ def fill(assembler, tiers, count=150):
     }
     for tier in tiers:
         store = stores[tier]
-        store.add_many(store.new_item("turn", f"{tier.value} note {n}") for n in range(count))
+        store.add_many(
+            store.new_item("turn", f"{tier.value} note {n} of the backlog") for n in range(count)
+        )
 
 
 def build(assembler, **request):

@@ -14,6 +14,7 @@ from agent_engine import (
     AssemblerConfig,
     ContextAssembler,
     ContextRequest,
+    GatherLimits,
     HashingEmbedder,
     InMemoryBackend,
     Layout,
@@ -25,6 +26,7 @@ from agent_engine import (
     Tier,
     TierShares,
 )
+from agent_engine.assembler.render import Line, render_lines
 
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
 
@@ -140,18 +142,15 @@ def build(scenario):
     return assembler.build_context(task, request), {item.id: item for item in items}
 
 
-def full_cost(layout, tier, item):
-    """What an item costs with every header it could open, as the package charges it.
+def beside_pinned(package, item):
+    """What the package's pinned selections and ``item`` (whole) cost rendered together."""
+    lines = [Line(s.item, s.tier, s.body) for s in package.selections if s.reason is PINNED]
+    lines.append(Line(item, item.tier, item.body))
+    return DEFAULT_COUNTER.count(render_lines(lines, package.layout))
 
-    A line is charged as its markup plus its body, each counted (the body's count is the one
-    cached on the item); the default counter makes such sums at least the count of the whole.
-    """
-    count = DEFAULT_COUNTER.count
-    cost = count(layout.line(item, "")) + count(layout.shown(item.body))
-    cost += sum(map(count, layout.section(tier)))
-    if item.session:
-        cost += sum(map(count, layout.group(item.session, item.timestamp)))
-    return cost
+
+PINNED = SelectionReason.PINNED
+OUT_OF_ROOM = {OmissionReason.OVER_BUDGET, OmissionReason.NO_ROOM_FOR_HEADER}
 
 
 class TestEveryPackage:
@@ -162,15 +161,14 @@ class TestEveryPackage:
     )
     @given(scenarios)
     def test_invariants(self, scenario):
-        """Budget, uniqueness, pinned-first and complete accounting hold for any input."""
+        """Budget, uniqueness, pinned-first and complete, truthful accounting hold for any input."""
         package, stored = build(scenario)
         budget = scenario["budget"]
         rendered = package.render()
 
-        # (a) the budget holds, for the rendered text and for the package's own accounting,
-        # and the accounting never under-counts what is rendered.
-        assert DEFAULT_COUNTER.count(rendered) <= package.tokens_used <= budget
-        assert sum(s.tokens for s in package.selections) == package.tokens_used
+        # (a) the budget holds, and the package's figures are what its render costs.
+        assert DEFAULT_COUNTER.count(rendered) == package.tokens_used <= budget
+        assert package.tokens_used <= sum(s.tokens for s in package.selections)
         if scenario["format"] is RenderFormat.XML:
             ET.fromstring(f"<context>{rendered}</context>")  # noqa: S314 - our own output
 
@@ -183,18 +181,15 @@ class TestEveryPackage:
 
         # (c) pinned items come first: one left out could not have fit beside those chosen.
         reasons = {o.item_id: o.reason for o in package.omissions}
-        pinned_tokens = sum(
-            s.tokens for s in package.selections if s.reason is SelectionReason.PINNED
-        )
-        layout = package.layout
         for item in stored.values():
             if not item.pinned or item.id in ids or item.expired(NOW):
                 continue
-            if reasons.get(item.id) is OmissionReason.DUPLICATE:
-                continue
-            assert full_cost(layout, item.tier, item) > budget - pinned_tokens, item.id
+            assert item.id in reasons, item.id
+            if reasons[item.id] is not OmissionReason.DUPLICATE:
+                assert beside_pinned(package, item) > budget, item.id
 
-        # (d) every candidate is accounted for exactly once: chosen, or left out with a reason.
+        # (d) every candidate is accounted for exactly once: chosen, or left out with a reason
+        # that is true of it.
         accounted = ids + [o.item_id for o in package.omissions]
         assert len(accounted) == len(set(accounted))
         assert set(accounted) <= set(stored)
@@ -202,7 +197,43 @@ class TestEveryPackage:
         for usage in package.usage:
             assert usage.selected == sum(1 for s in package.selections if s.tier is usage.tier)
         for omission in package.omissions:
+            item = stored[omission.item_id]
             if omission.reason is OmissionReason.EXPIRED:
-                assert stored[omission.item_id].expired(NOW)
-            if omission.reason is OmissionReason.OVER_BUDGET:
-                assert omission.tokens > budget - pinned_tokens
+                assert item.expired(NOW)
+            if omission.reason is OmissionReason.LOWER_SCORE:
+                assert beside_pinned(package, item) <= budget, omission
+            if omission.reason in OUT_OF_ROOM:
+                assert beside_pinned(package, item) > budget, omission
+
+
+class TestPinnedItems:
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        count=st.integers(0, 90),
+        budget=st.integers(1, 1500),
+        per_source=st.integers(1, 20),
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=12),
+    )
+    def test_every_pinned_item_is_explained(self, count, budget, per_source, words):
+        """However many items are pinned, each is chosen or left out with a reason, once."""
+        assembler = ContextAssembler(
+            InMemoryBackend(embedder=HashingEmbedder(dim=32)),
+            config=AssemblerConfig(limits=GatherLimits(per_source=per_source)),
+            clock=lambda: NOW,
+        )
+        project = assembler.project_store("p")
+        pinned = project.add_many(
+            project.new_item(
+                "rule",
+                f"{n} " + " ".join(words[: 1 + n % len(words)]),
+                status=Status.PINNED,
+                timestamp=NOW - timedelta(minutes=n),
+            )
+            for n in range(count)
+        )
+        task = Task(id="t", project_id="p", user_id="u")
+        package = assembler.build_context(task, ContextRequest(budget_tokens=budget))
+        accounted = [s.item.id for s in package.selections]
+        accounted += [o.item_id for o in package.omissions]
+        assert sorted(accounted) == sorted(item.id for item in pinned)
+        assert all(s.reason is PINNED for s in package.selections)

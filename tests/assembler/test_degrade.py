@@ -5,17 +5,21 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
+import attrs
 import pytest
 from structlog.testing import capture_logs
 
 from agent_engine import (
+    DEFAULT_COUNTER,
     AssemblerConfig,
     BackendError,
     BackendUnavailableError,
     ContextAssembler,
     ContextRequest,
+    GatherLimits,
     HashingEmbedder,
     InMemoryBackend,
+    Status,
     Task,
     Tier,
     TierFailure,
@@ -156,12 +160,16 @@ class TestTierFailure:
 
 class TestAccessTrackingFailure:
     def test_failed_access_write_keeps_the_package(self, assembler, backends):
-        """If recording accesses fails, the package is still returned (and the failure logged)."""
+        """If recording accesses fails, the package keeps its items and names the failure."""
         backends[Tier.TASK].touch_fails = True
         with capture_logs() as logs:
             package = build(assembler)
         assert len(package.selections) == 3
-        assert any(log["event"] == "access_tracking_failed" for log in logs)
+        assert package.failures == (
+            TierFailure(Tier.TASK, "BackendUnavailableError: database is locked", "access"),
+        )
+        warning = next(log for log in logs if log["event"] == "tier_failed")
+        assert (warning["tier"], warning["phase"]) == ("task", "access")
         healthy = backends[Tier.PROJECT]
         assert all(item.access_count == 1 for item in healthy.list_all())
 
@@ -170,3 +178,117 @@ class TestAccessTrackingFailure:
         backends[Tier.TASK].touch_fails = True
         with pytest.raises(BackendUnavailableError):
             build(assembler, strict=True)
+
+
+class FailsOnNthRead(InMemoryBackend):
+    """An in-memory backend that counts the calls a build makes and fails the ``fail_at``-th."""
+
+    def __init__(self):
+        super().__init__(embedder=HashingEmbedder(dim=32))
+        self.calls = 0
+        self.fail_at = None
+
+    def _call(self):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise BackendUnavailableError("connection reset")
+
+    def query(self, *args, **kwargs):
+        self._call()
+        return super().query(*args, **kwargs)
+
+    def get_many(self, item_ids):
+        self._call()
+        return super().get_many(item_ids)
+
+    def search(self, *args, **kwargs):
+        self._call()
+        return super().search(*args, **kwargs)
+
+    def lexical_index(self, filters=None):
+        self._call()
+        return super().lexical_index(filters)
+
+    def touch(self, item_ids, at):
+        self._call()
+        return super().touch(item_ids, at)
+
+
+REQUEST = ContextRequest(budget_tokens=3000, query="deploy release rule")
+
+
+@pytest.fixture
+def flaky():
+    """One backend for every tier, and an assembler whose project pool is widened twice."""
+    backend = FailsOnNthRead()
+    limits = GatherLimits(per_source=5)
+    assembler = ContextAssembler(
+        backend, clock=lambda: NOW, config=AssemblerConfig(limits=limits), confirm=lambda _: True
+    )
+    steps = assembler.task_store(TASK)
+    for n in range(4):  # under the per-source limit: only the project pool is widened
+        steps.add_reasoning(f"Step {n}: read the deploy log", "work")
+    project = assembler.project_store("p")
+    for n in range(40):
+        project.add_convention(f"Deploy rule {n}: tag the release before the deploy", "ops")
+    project.add(project.new_item("rule", "Never deploy on Fridays", status=Status.PINNED))
+    assembler.global_store("u").add_pattern("Release notes before the release")
+    return assembler, backend
+
+
+def calls_of(assembler, backend, **config):
+    """How many backend calls one build makes (with ``config`` changed for it)."""
+    saved = assembler.config
+    assembler.config = attrs.evolve(saved, **config)
+    before = backend.calls
+    assembler.build_context(TASK, REQUEST)
+    assembler.config = saved
+    return backend.calls - before
+
+
+def assert_whole(package):
+    """The package holds together: within budget, truthful figures, each candidate once."""
+    assert DEFAULT_COUNTER.count(package.render()) == package.tokens_used <= REQUEST.budget_tokens
+    accounted = [s.item.id for s in package.selections] + [o.item_id for o in package.omissions]
+    assert len(accounted) == len(set(accounted)) == sum(u.candidates for u in package.usage)
+
+
+class TestEveryRead:
+    def test_a_failure_at_any_read_degrades_its_tier(self, flaky):
+        """Whichever backend call of a build fails, the build returns a whole package naming it.
+
+        That covers the first gathers, HEAD and TAIL, the pinned reads, the wider gathers of a
+        spent pool and the access write: each is one of the calls counted here.
+        """
+        assembler, backend = flaky
+        calls = calls_of(assembler, backend)
+        narrow = calls_of(assembler, backend, limits=GatherLimits(per_source=5, widening_rounds=0))
+        assert calls > narrow + 1  # the wider gathers and the access write are among them
+        for nth in range(1, calls + 1):
+            backend.fail_at = backend.calls + nth
+            package = assembler.build_context(TASK, REQUEST)
+            assert len(package.failures) >= 1, nth
+            assert {f.error for f in package.failures} == {
+                "BackendUnavailableError: connection reset"
+            }, nth
+            assert_whole(package)
+            backend.fail_at = backend.calls + nth
+            with pytest.raises(BackendUnavailableError):
+                assembler.build_context(TASK, REQUEST, strict=True)
+
+    def test_a_failed_wider_gather_keeps_the_first_pool(self, flaky):
+        """A tier whose wider gather fails keeps what its first gather gave it, and says so."""
+        assembler, backend = flaky
+        assembler.config = attrs.evolve(assembler.config, track_access=False)
+        narrow_limits = GatherLimits(per_source=5, widening_rounds=0)
+        first_pool = calls_of(assembler, backend, limits=narrow_limits)
+        assembler.config = attrs.evolve(assembler.config, limits=narrow_limits)
+        narrow = assembler.build_context(TASK, REQUEST)
+        assembler.config = attrs.evolve(assembler.config, limits=GatherLimits(per_source=5))
+        backend.fail_at = backend.calls + first_pool + 1  # the first call after the first pools
+        package = assembler.build_context(TASK, REQUEST)
+        assert package.failures == (
+            TierFailure(Tier.PROJECT, "BackendUnavailableError: connection reset", "widen"),
+        )
+        assert [s.item.id for s in package.selections] == [s.item.id for s in narrow.selections]
+        assert_whole(package)

@@ -11,6 +11,7 @@ from agent_engine import (
     AssemblerConfig,
     ContextAssembler,
     ContextRequest,
+    Layout,
     OmissionReason,
     SelectionReason,
     Status,
@@ -18,7 +19,7 @@ from agent_engine import (
     Tier,
     TierShares,
 )
-from agent_engine.assembler.render import TRUNCATION_MARKER
+from agent_engine.assembler.render import TRUNCATION_MARKER, Line, render_lines
 
 TASK = Task(id="t", project_id="p", user_id="u")
 STEP = "Step {:02d}: checked the deployment logs for errors"
@@ -39,11 +40,9 @@ def steps(assembler, count, start=0):
     return [store.add_reasoning(STEP.format(n), "work") for n in range(start, start + count)]
 
 
-def costs(assembler, request):
-    """Each item's charge in an unconstrained package, and what the first one paid on top."""
-    roomy = assembler.build_context(TASK, ContextRequest(budget_tokens=100_000, **request))
-    charged = sorted(s.tokens for s in roomy.selections if s.tier is Tier.TASK)
-    return charged[0], charged[-1] - charged[0]
+def render_cost(items, tier=Tier.TASK):
+    """What a package holding just ``items`` (whole, in ``tier``) costs: its render's count."""
+    return DEFAULT_COUNTER.count(render_lines([Line(i, tier, i.body) for i in items], Layout()))
 
 
 def chosen(package, tier=Tier.TASK):
@@ -125,8 +124,7 @@ class TestHeadTailOverTheTaskShare:
         """HEAD 2 + TAIL 3 of equal cost, and a task share that holds exactly three of them."""
         assembler = make(backend, clock, head=2, tail=3)
         items = steps(assembler, 10)
-        line, section = costs(assembler, {"policy": "recency"})
-        share = section + 3 * line
+        share = render_cost(items[:3])
         request = ContextRequest(
             budget_tokens=2 * share, shares=TierShares(0.5, 0.5, 0.0), policy="recency"
         )
@@ -144,7 +142,8 @@ class TestHeadTailOverTheTaskShare:
             items[1].id: SelectionReason.HEAD,
             items[-1].id: SelectionReason.TAIL,
         }
-        assert package.usage_of(Tier.TASK).used == package.usage_of(Tier.TASK).allocated
+        task = [s.item for s in package.selections if s.tier is Tier.TASK]
+        assert render_cost(task) == package.usage_of(Tier.TASK).allocated
         reasons = {o.item_id: o.reason for o in package.omissions}
         assert reasons[items[-2].id] is OmissionReason.LOWER_SCORE
         assert reasons[items[-3].id] is OmissionReason.LOWER_SCORE
@@ -172,7 +171,7 @@ class TestHeadTailOverTheTaskShare:
         roomy = assembler.build_context(TASK, ContextRequest(budget_tokens=100_000, **request))
         charged = {s.item.id: s.tokens for s in roomy.selections}
         assert charged[middle.id] < charged[tail[0].id]
-        budget = charged[first.id] + 2 * charged[tail[0].id]
+        budget = render_cost([first, *tail])
         # The task share misses one token: the older TAIL item waits, a gap the middle item
         # fits in remains, and the global share (global memory is empty) spills over.
         shares = TierShares((budget - 1) / budget, 0.0, 1 / budget)

@@ -1,5 +1,5 @@
-"""Every candidate left out says why: duplicate, expired, below threshold, lower score, over
-budget."""
+"""Every candidate left out says why: duplicate, expired, below threshold, lower score, no room
+for its header, over budget."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent_engine import (
+    DEFAULT_COUNTER,
     AssemblerConfig,
     ContextAssembler,
     ContextRequest,
+    GatherLimits,
+    Layout,
     OmissionReason,
     SelectionReason,
     Status,
@@ -18,6 +21,7 @@ from agent_engine import (
     Tier,
     promote,
 )
+from agent_engine.assembler.render import Line, render_lines
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
 TASK = Task(id="t", project_id="p", user_id="u")
@@ -163,3 +167,49 @@ class TestBudget:
         package = build(assembler, budget=cost[rule.id] + cost[note.id] - 1)
         assert [s.item.id for s in package.selections] == [rule.id]
         assert why(package) == {note.id: OmissionReason.OVER_BUDGET}
+
+
+class TestNoRoomForHeader:
+    def test_a_pinned_item_whose_section_header_does_not_fit(self, assembler):
+        """A pinned item whose line fits the room the pinned items left, but not with the
+        section header it would open, says so, even once a later item has opened that section."""
+        user = assembler.global_store("u")
+        project = assembler.project_store("p")
+        rule = user.add(
+            user.new_item(
+                "rule", " ".join(["Always write the rollback first."] * 12), status=Status.PINNED
+            )
+        )
+        freeze = project.add(
+            project.new_item(
+                "rule", "Freeze merges to main during the release window", status=Status.PINNED
+            )
+        )
+        short = project.add(project.new_item("turn", "ok"))
+        both = [Line(rule, Tier.GLOBAL, rule.body), Line(freeze, Tier.PROJECT, freeze.body)]
+        budget = DEFAULT_COUNTER.count(render_lines(both, Layout())) - 1
+        package = build(assembler, budget=budget)
+        assert [s.item.id for s in package.selections] == [rule.id, short.id]
+        assert why(package) == {freeze.id: OmissionReason.NO_ROOM_FOR_HEADER}
+
+
+class TestPinnedAreAllExplained:
+    def test_every_pinned_item_is_chosen_or_left_out_with_a_reason(self, backend):
+        """However many items a tier has pinned, each one is chosen as pinned or says why not,
+        even when the candidate sources bring in only a few of them."""
+        assembler = ContextAssembler(
+            backend,
+            clock=lambda: NOW,
+            config=AssemblerConfig(head=0, tail=0, limits=GatherLimits(per_source=5)),
+        )
+        project = assembler.project_store("p")
+        pinned = project.add_many(
+            project.new_item("rule", f"Rule {n}: review the migration first", status=Status.PINNED)
+            for n in range(80)
+        )
+        package = build(assembler, budget=300)
+        chosen = [s.item.id for s in package.selections]
+        left_out = [o.item_id for o in package.omissions]
+        assert sorted(chosen + left_out) == sorted(item.id for item in pinned)
+        assert {s.reason for s in package.selections} == {SelectionReason.PINNED}
+        assert {o.reason for o in package.omissions} == {OmissionReason.OVER_BUDGET}

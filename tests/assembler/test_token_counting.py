@@ -21,9 +21,11 @@ from agent_engine import (
     RenderFormat,
     Status,
     Task,
+    Tier,
     TierShares,
     TransformersTokenCounter,
 )
+from agent_engine.assembler.render import Line, render_lines
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
 TASK = Task(id="t", project_id="p", user_id="u")
@@ -79,7 +81,90 @@ class TestCachedCost:
         project.add(project.new_item("note", " ".join(["grows and grows"] * 100), token_cost=1))
         project.add_many(project.new_item("note", f"fact {n}") for n in range(5))
         package = assembler.build_context(TASK, ContextRequest(budget_tokens=40))
-        assert DEFAULT_COUNTER.count(package.render()) <= 40
+        assert DEFAULT_COUNTER.count(package.render()) == package.tokens_used <= 40
+
+    @pytest.mark.parametrize("claimed", [1, 500], ids=["under", "over"])
+    def test_usage_is_what_the_render_costs_when_a_cached_cost_lies(self, backend, claimed):
+        """An item whose cached cost is wrong cannot make the package's figures wrong."""
+        assembler = ContextAssembler(backend, clock=lambda: NOW)
+        project = assembler.project_store("p")
+        liar = project.add(
+            project.new_item("note", " ".join(["grows and grows"] * 40), token_cost=claimed)
+        )
+        package = assembler.build_context(TASK, ContextRequest(budget_tokens=1000))
+        assert [s.item.id for s in package.selections] == [liar.id]
+        rendered = DEFAULT_COUNTER.count(package.render())
+        assert package.tokens_used == package.usage_of(Tier.PROJECT).used == rendered
+        assert package.selections[0].tokens == rendered
+
+
+class TestExactCharges:
+    @pytest.mark.parametrize("format", list(RenderFormat))
+    @pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "ranked"])
+    def test_an_item_whose_render_costs_the_budget_fits_whole(
+        self,
+        backend,
+        format,  # noqa: A002 - mirrors render(format)
+        pinned,
+    ):
+        """Headers, markup and body are charged what they cost together, not each rounded up."""
+        layout = Layout(format=format)
+        assembler = ContextAssembler(
+            backend, clock=lambda: NOW, config=AssemblerConfig(layout=layout)
+        )
+        project = assembler.project_store("p")
+        item = project.add(
+            project.new_item(
+                "note",
+                "Tag the release, then deploy the canary & watch it for an hour",
+                session="release 42",
+                status=Status.PINNED if pinned else Status.CONFIRMED,
+            )
+        )
+        budget = DEFAULT_COUNTER.count(render_lines([Line(item, Tier.PROJECT, item.body)], layout))
+        package = assembler.build_context(TASK, ContextRequest(budget_tokens=budget))
+        (selection,) = package.selections
+        assert (selection.body, selection.truncated) == (item.body, False)
+        assert package.tokens_used == selection.tokens == budget
+
+    def test_the_package_costs_what_its_render_costs(self, backend):
+        """Small lines, each rounded up on its own, are charged only what they cost together."""
+        assembler = ContextAssembler(backend, clock=lambda: NOW)
+        project = assembler.project_store("p")
+        project.add_many(project.new_item("turn", f"fact {n}") for n in range(30))
+        roomy = assembler.build_context(TASK, ContextRequest(budget_tokens=1000))
+        rendered = DEFAULT_COUNTER.count(roomy.render())
+        assert roomy.tokens_used == rendered
+        assert sum(s.tokens for s in roomy.selections) > rendered  # each rounded up alone
+        exact = assembler.build_context(TASK, ContextRequest(budget_tokens=rendered))
+        assert [s.item.id for s in exact.selections] == [s.item.id for s in roomy.selections]
+
+
+class NewlineCounter:
+    """A counter whose pieces do not add up: words, plus one token per newline between them."""
+
+    name = "words-and-newlines"
+
+    def count(self, text):
+        return len(text.split()) + text.count("\n")
+
+
+class TestOtherCounters:
+    @pytest.mark.parametrize("budget", [25, 60, 400])
+    def test_usage_is_the_count_of_the_render(self, backend, budget):
+        """With a counter that counts more than the sum of the pieces, the figures are its count
+        of the render, split between the tiers, and the render fits."""
+        counter = NewlineCounter()
+        assembler = ContextAssembler(backend, clock=lambda: NOW, counter=counter)
+        project = assembler.project_store("p")
+        project.add_many(project.new_item("turn", f"fact {n} about deploys") for n in range(12))
+        steps = assembler.task_store(TASK)
+        for n in range(6):
+            steps.add_reasoning(f"Step {n}: read the deploy log", "work")
+        package = assembler.build_context(TASK, ContextRequest(budget_tokens=budget))
+        assert package.selections
+        assert counter.count(package.render()) == package.tokens_used <= budget
+        assert sum(u.used for u in package.usage) == package.tokens_used
 
 
 LOCOMO_LIKE = [
