@@ -32,7 +32,12 @@ from agent_engine.assembler.policies import (
     SemanticScorer,
 )
 from agent_engine.assembler.render import Layout, RenderFormat
-from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from agent_engine.embeddings import (
+    Embedder,
+    EmbedderIdentity,
+    HashingEmbedder,
+    SentenceTransformerEmbedder,
+)
 from agent_engine.errors import (
     AgentEngineError,
     BackendError,
@@ -40,10 +45,12 @@ from agent_engine.errors import (
     ConfirmationDeclined,
     DimensionMismatchError,
     DuplicateItemError,
+    EmbedderMismatchError,
     EmbeddingError,
     FilterError,
     IndexCorruptError,
     ItemNotFoundError,
+    ReembedRequiredError,
     SchemaVersionError,
     ValidationError,
 )
@@ -111,6 +118,8 @@ __all__ = [
     "DimensionMismatchError",
     "DuplicateItemError",
     "Embedder",
+    "EmbedderIdentity",
+    "EmbedderMismatchError",
     "EmbeddingError",
     "EvictionPolicy",
     "FaissBackend",
@@ -140,6 +149,7 @@ __all__ = [
     "RRFScorer",
     "RandomScorer",
     "RecencyScorer",
+    "ReembedRequiredError",
     "RenderFormat",
     "SQLAlchemyBackend",
     "SchemaVersionError",

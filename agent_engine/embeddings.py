@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 from cachetools import LRUCache
@@ -27,6 +28,7 @@ from agent_engine.errors import EmbeddingError, ValidationError
 __all__ = [
     "DEFAULT_MODEL_PACKAGE",
     "Embedder",
+    "EmbedderIdentity",
     "HashingEmbedder",
     "SentenceTransformerEmbedder",
     "normalize_rows",
@@ -61,6 +63,52 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Embed ``texts`` as rows of a ``(len(texts), dim)`` matrix."""
         ...
+
+
+@attrs.frozen
+class EmbedderIdentity:
+    """Which embedder made a set of vectors: its ``name`` and its dimension ``dim``.
+
+    Stores record it so that vectors are never compared with vectors of another model: two
+    identities *match* when their dimensions are equal and their names are equal or one of
+    them is unknown (``name=None``: vectors a caller supplied, or a store written before
+    agent_engine recorded names).
+    """
+
+    name: str | None = attrs.field(
+        validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+    dim: int = attrs.field()
+
+    @dim.validator
+    def _check_dim(self, _attribute: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(
+                f"dim must be a positive integer, got {value!r}", field="dim", value=value
+            )
+
+    @classmethod
+    def of(cls, embedder: Embedder) -> EmbedderIdentity:
+        """The identity of ``embedder`` (its ``name`` and ``dim``)."""
+        name = embedder.name
+        if not isinstance(name, str) or not name:
+            raise ValidationError(
+                f"an embedder's name must be a non-empty string, got {name!r}",
+                field="name",
+                value=name,
+            )
+        return cls(name, embedder.dim)
+
+    def matches(self, other: EmbedderIdentity) -> bool:
+        """Whether vectors of ``other`` can be compared with vectors of this identity."""
+        if self.dim != other.dim:
+            return False
+        return self.name is None or other.name is None or self.name == other.name
+
+    def describe(self) -> str:
+        """``hashing-64-bigrams (64 dimensions)``, or an unnamed embedder's dimension."""
+        who = self.name if self.name is not None else "an unnamed embedder"
+        return f"{who} ({self.dim} dimensions)"
 
 
 def normalize_rows(matrix: npt.ArrayLike) -> Matrix:

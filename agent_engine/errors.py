@@ -9,7 +9,8 @@ The tree::
     AgentEngineError
     ├── ValidationError (ValueError)          a value broke a model invariant
     │   ├── FilterError                       a filter or order_by is malformed
-    │   └── DimensionMismatchError            a vector has the wrong length
+    │   ├── DimensionMismatchError            a vector has the wrong length
+    │   └── EmbedderMismatchError             a store's vectors were made by another model
     ├── ItemNotFoundError (LookupError)       no item with that id (in that scope)
     ├── DuplicateItemError                    add() of an id that already exists
     ├── ConfirmationDeclined                  a high-risk write was not confirmed
@@ -17,6 +18,7 @@ The tree::
     └── BackendError                          storage failed (driver errors wrap into this)
         ├── BackendUnavailableError           cannot reach or open the store
         ├── SchemaVersionError                database schema is older or newer than the code
+        ├── ReembedRequiredError              a store's vectors are being (or must be) re-embedded
         └── IndexCorruptError                 a saved vector index cannot be used
 
 Driver exceptions (SQLAlchemy, FAISS, sqlite3) never reach callers: backends translate them
@@ -34,10 +36,12 @@ __all__ = [
     "ConfirmationDeclined",
     "DimensionMismatchError",
     "DuplicateItemError",
+    "EmbedderMismatchError",
     "EmbeddingError",
     "FilterError",
     "IndexCorruptError",
     "ItemNotFoundError",
+    "ReembedRequiredError",
     "SchemaVersionError",
     "ValidationError",
 ]
@@ -69,7 +73,25 @@ class FilterError(ValidationError):
 
 
 class DimensionMismatchError(ValidationError):
-    """A vector's length differs from the dimension the backend or embedder works in."""
+    """A vector's length differs from the dimension the backend or embedder works in.
+
+    Also raised when a store is opened with an embedder of another dimension than the one
+    that made its vectors.
+    """
+
+
+class EmbedderMismatchError(ValidationError):
+    """A store's vectors were made by another embedder of the same dimension.
+
+    Its vectors and the new embedder's would compare as noise, so the store refuses the
+    embedder until it is re-embedded. ``stored`` and ``given`` are the two
+    :class:`~agent_engine.embeddings.EmbedderIdentity` values.
+    """
+
+    def __init__(self, message: str, *, stored: Any, given: Any) -> None:
+        super().__init__(message, field="embedder", value=given)
+        self.stored = stored
+        self.given = given
 
 
 class ItemNotFoundError(AgentEngineError, LookupError):
@@ -143,6 +165,21 @@ class SchemaVersionError(BackendError):
         super().__init__(message, backend=backend)
         self.current = current
         self.expected = expected
+
+
+class ReembedRequiredError(BackendError):
+    """The store's vectors are being replaced, or must be before they can be searched.
+
+    A re-embedding is running or was interrupted (``target`` is the embedder identity it
+    moves to), or the store holds vectors of several sizes, written before agent_engine
+    recorded which embedder made them (``target`` is ``None``). Vector search and writes
+    that carry vectors are refused until ``reembed`` (``agent-engine db reembed``) finishes;
+    everything else keeps working.
+    """
+
+    def __init__(self, message: str, *, target: Any = None, backend: str | None = None) -> None:
+        super().__init__(message, backend=backend)
+        self.target = target
 
 
 class IndexCorruptError(BackendError):

@@ -21,7 +21,8 @@ to a scalar loop below twenty queries (measured 2.5x slower, see ``docs/benchmar
 The saved file is an ``.npz`` (zip, so every member is CRC-checked on read) holding a JSON
 header, the row ids, the live-row mask and the serialized FAISS index. The header carries a
 digest of the ``(id, vector)`` pairs indexed, so the backend can tell an index that is out of
-step with its record store from one that matches it without trusting file dates.
+step with its record store from one that matches it without trusting file dates, and the
+name of the embedder that made the vectors (``null`` when unknown).
 """
 
 from __future__ import annotations
@@ -74,10 +75,20 @@ def item_digest(item_id: str, vector: Vector) -> int:
 class RowIndex:
     """Vectors by row in a FAISS index, with the row <-> id map, tombstones and namespaces."""
 
-    def __init__(self, kind: str, dim: int, *, hnsw_m: int, ef_construction: int) -> None:
+    def __init__(
+        self,
+        kind: str,
+        dim: int,
+        *,
+        hnsw_m: int,
+        ef_construction: int,
+        embedder: str | None = None,
+    ) -> None:
         self.faiss = load_faiss()
         self.kind = kind
         self.dim = dim
+        self.embedder = embedder
+        """The name of the embedder that made the vectors (``None``: unknown)."""
         self.hnsw_m = hnsw_m
         self.ef_construction = ef_construction
         self.index = self._new_index()
@@ -289,7 +300,11 @@ class RowIndex:
     def compacted(self) -> RowIndex:
         """A fresh index holding only the live rows, in row order."""
         fresh = RowIndex(
-            self.kind, self.dim, hnsw_m=self.hnsw_m, ef_construction=self.ef_construction
+            self.kind,
+            self.dim,
+            hnsw_m=self.hnsw_m,
+            ef_construction=self.ef_construction,
+            embedder=self.embedder,
         )
         rows = np.flatnonzero(self.alive)
         vectors = self.vectors()
@@ -350,6 +365,7 @@ class RowIndex:
             "format": FORMAT_VERSION,
             "kind": self.kind,
             "dim": self.dim,
+            "embedder": self.embedder,
             "hnsw_m": self.hnsw_m,
             "live": self.live,
             "digest": str(self.digest),
@@ -397,7 +413,14 @@ class RowIndex:
             raise IndexCorruptError(
                 f"{path} holds another kind or version of index", backend="FaissBackend"
             )
-        loaded = cls(kind, int(header["dim"]), hnsw_m=hnsw_m, ef_construction=ef_construction)
+        embedder = header.get("embedder")
+        loaded = cls(
+            kind,
+            int(header["dim"]),
+            hnsw_m=hnsw_m,
+            ef_construction=ef_construction,
+            embedder=embedder if isinstance(embedder, str) else None,
+        )
         try:
             loaded.index = loaded.faiss.deserialize_index(blob)
         except RuntimeError as exc:

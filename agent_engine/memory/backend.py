@@ -5,13 +5,22 @@ the public methods (argument checks, the conveniences ``add``/``get``/``update``
 ``list_all``) from a handful of storage primitives, so every backend validates the same way,
 raises the same errors and differs only in how it stores. The conformance suite in
 :mod:`agent_engine.testing.conformance` is the executable form of these docstrings.
+
+Two rules hold whatever the backend. **One embedder per store:** every vector of a store has
+the dimension of the embedder that made it, whose
+:class:`~agent_engine.embeddings.EmbedderIdentity` the store reports (a persistent store
+records it); a vector of another size, or a backend used with another embedder, is refused,
+and :meth:`BaseBackend.reembed` moves a store to a new embedder. **Lexical indexes are never
+stale:** a store that others may write keeps a change counter per (namespace, tier) scope,
+bumped in the same transaction as every write, and a cached BM25 index is rebuilt when the
+counter it was built at is no longer the store's.
 """
 
 from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -20,15 +29,25 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from agent_engine.embeddings import Embedder, Matrix, normalize_rows
+from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import (
     DimensionMismatchError,
     DuplicateItemError,
+    EmbedderMismatchError,
     EmbeddingError,
     ItemNotFoundError,
+    ReembedRequiredError,
     ValidationError,
 )
-from agent_engine.filters import Filter, FilterInput, Op, Order, parse_filter, parse_order
+from agent_engine.filters import (
+    Condition,
+    Filter,
+    FilterInput,
+    Op,
+    Order,
+    parse_filter,
+    parse_order,
+)
 from agent_engine.memory.audit import (
     ERASED_PREFIX,
     AuditStore,
@@ -40,14 +59,51 @@ from agent_engine.models import ContextItem, Provenance, Tier, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.serde import from_dict, to_dict
 
-__all__ = ["BaseBackend", "Capabilities", "MemoryBackend", "Query", "SearchHit"]
+__all__ = [
+    "REEMBED_BATCH",
+    "REEMBED_COMMAND",
+    "BaseBackend",
+    "Capabilities",
+    "MemoryBackend",
+    "Progress",
+    "Query",
+    "ScopeVersions",
+    "SearchHit",
+    "Written",
+    "check_identity",
+    "check_vectors",
+    "mixed_sizes",
+]
 
 DEFAULT_LIMIT = 100
 SCAN_CHUNK = 4096
 """Rows scored per step by the default exact search: bounded memory whatever the store size."""
+REEMBED_BATCH = 256
+"""Items embedded and written per step of :meth:`BaseBackend.reembed`."""
+REEMBED_COMMAND = "agent-engine db reembed"
+"""The command errors name as the way to move a store to another embedder."""
 
 Query = str | Vector | npt.ArrayLike
 """A search query: text (embedded by the backend's embedder) or a vector."""
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while a long operation (a re-embedding) advances."""
+
+ScopeVersions = Mapping[tuple[str, Tier], int]
+"""A store's change counter of each ``(namespace, tier)`` scope: bumped by every write to it."""
+
+
+@attrs.frozen
+class Written:
+    """What a write primitive did: ``count`` items written or removed, and ``versions``.
+
+    ``versions`` holds the change counter of every scope the write changed, as committed with
+    it (see :meth:`BaseBackend._scope_versions`); ``None`` for a backend whose store no one
+    else writes, so its own writes are all there is to follow.
+    """
+
+    count: int
+    versions: ScopeVersions | None = None
 
 
 @attrs.frozen
@@ -94,6 +150,9 @@ class MemoryBackend(Protocol):
     * ``count``/``clear`` take the same filters; ``clear`` returns how many items it removed.
     * Malformed input raises a :class:`~agent_engine.errors.ValidationError` subclass and
       changes nothing.
+    * Every stored vector was made by one embedder, which ``stored_identity`` names: a vector
+      of another size raises :class:`~agent_engine.errors.DimensionMismatchError` naming both
+      and nothing of the batch is stored; ``reembed`` moves the store to another embedder.
     """
 
     @property
@@ -194,6 +253,20 @@ class MemoryBackend(Protocol):
         """Record one access of each item at ``at`` in one write; return how many exist."""
         ...
 
+    def stored_identity(self) -> EmbedderIdentity | None:
+        """The embedder that made the stored vectors (``None`` while no vector is stored)."""
+        ...
+
+    def reembed(
+        self,
+        embedder: Embedder,
+        *,
+        batch_size: int = REEMBED_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Replace every item's vector with ``embedder``'s; return how many items it embedded."""
+        ...
+
     def close(self) -> None:
         """Release connections and files; the backend is unusable afterwards."""
         ...
@@ -205,7 +278,10 @@ class BaseBackend(abc.ABC):
     Primitives receive validated input: a non-empty list of items with unique ids, a parsed
     :class:`~agent_engine.filters.Filter` and :class:`~agent_engine.filters.Order`.
     Each primitive must be atomic with respect to other threads (and processes, for shared
-    stores).
+    stores). Write primitives report what they did as :class:`Written`; a store that other
+    processes may write also keeps change counters (:meth:`_scope_versions`) and returns the
+    ones each write committed. :meth:`reembed` needs three more steps (``_reembed_begin``,
+    ``_reembed_write``, ``_reembed_finish``), which a backend implements to support it.
     """
 
     capabilities: Capabilities = Capabilities()
@@ -225,7 +301,7 @@ class BaseBackend(abc.ABC):
     # ------------------------------------------------------------------ primitives
 
     @abc.abstractmethod
-    def _insert(self, items: list[ContextItem]) -> None:
+    def _insert(self, items: list[ContextItem]) -> Written:
         """Insert new items; raise DuplicateItemError (storing none) if any id exists."""
 
     @abc.abstractmethod
@@ -233,15 +309,15 @@ class BaseBackend(abc.ABC):
         """Return the stored items among ``item_ids`` by id."""
 
     @abc.abstractmethod
-    def _replace(self, items: list[ContextItem]) -> None:
+    def _replace(self, items: list[ContextItem]) -> Written:
         """Replace stored items; raise ItemNotFoundError (changing none) if any id is unknown."""
 
     @abc.abstractmethod
-    def _remove(self, item_ids: list[str]) -> int:
-        """Remove items by id; return how many existed."""
+    def _remove(self, item_ids: list[str]) -> Written:
+        """Remove items by id; report how many existed."""
 
     @abc.abstractmethod
-    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
         """Remove items and every trace of them this backend keeps; return how many existed.
 
         Besides removing the items, replace each id by ``tokens[id]`` in the journal and in the
@@ -258,8 +334,23 @@ class BaseBackend(abc.ABC):
         """Count matching items."""
 
     @abc.abstractmethod
-    def _delete_where(self, where: Filter) -> int:
-        """Remove matching items; return how many."""
+    def _delete_where(self, where: Filter) -> Written:
+        """Remove matching items; report how many."""
+
+    @abc.abstractmethod
+    def _stored_identity(self) -> EmbedderIdentity | None:
+        """The identity of the stored vectors; ``None`` when no vector is stored."""
+
+    def _scope_versions(self, key: _ScopeKey) -> ScopeVersions | None:
+        """The change counters of the scopes inside ``key`` (``None``: only this object writes).
+
+        A store that other processes (or other backend objects) may write keeps one counter
+        per ``(namespace, tier)``, bumped in the same transaction as every write that adds,
+        changes or removes an item of that scope, and never reset. Reading it must be cheap:
+        it is read on every lexical search and every context build.
+        """
+        del key
+        return None
 
     # ------------------------------------------------------------------ public API
 
@@ -273,8 +364,8 @@ class BaseBackend(abc.ABC):
         if batch:
             missing = [i for i, item in enumerate(batch) if item.embedding is None]
             stored = self._embed(batch, missing)
-            self._insert(stored)
-            self._lexical_changed(stored)
+            written = self._insert(stored)
+            self._lexical_changed(stored, written)
 
     def get(self, item_id: str) -> ContextItem | None:
         """Return the item with this id, or ``None``."""
@@ -309,8 +400,8 @@ class BaseBackend(abc.ABC):
                 raise ItemNotFoundError(item.id)
         stale = [i for i, item in enumerate(batch) if _needs_embedding(item, stored[item.id])]
         replaced = self._embed(batch, stale)
-        self._replace(replaced)
-        self._lexical_changed(replaced)
+        written = self._replace(replaced)
+        self._lexical_changed(replaced, written)
 
     def delete(self, item_id: str) -> bool:
         """Remove an item; return whether it existed."""
@@ -322,9 +413,9 @@ class BaseBackend(abc.ABC):
         ids = list(dict.fromkeys(_check_ids(item_ids)))
         if not ids:
             return 0
-        removed = self._remove(ids)
-        self._lexical_removed(ids)
-        return removed
+        written = self._remove(ids)
+        self._lexical_removed(ids, written)
+        return written.count
 
     def erase(self, item_ids: Iterable[str], *, tokens: Mapping[str, str] | None = None) -> int:
         """Remove items and every trace of them (see :class:`MemoryBackend`)."""
@@ -340,9 +431,9 @@ class BaseBackend(abc.ABC):
                 )
         if not ids:
             return 0
-        removed = self._erase(ids, {i: given.get(i) or erasure_token(i) for i in ids})
-        self._lexical_removed(ids)
-        return removed
+        written = self._erase(ids, {i: given.get(i) or erasure_token(i) for i in ids})
+        self._lexical_removed(ids, written)
+        return written.count
 
     @staticmethod
     def _redact_provenance(item: ContextItem, tokens: Mapping[str, str]) -> ContextItem | None:
@@ -380,9 +471,9 @@ class BaseBackend(abc.ABC):
     def clear(self, filters: FilterInput = None) -> int:
         """Remove matching items (all without filters); return how many."""
         where = parse_filter(filters)
-        removed = self._delete_where(where)
-        self._lexical_cleared(where)
-        return removed
+        written = self._delete_where(where)
+        self._lexical_cleared(where, written)
+        return written.count
 
     def touch(self, item_ids: Iterable[str], at: datetime) -> int:
         """Count one access of each item at ``at`` (one write); return how many exist.
@@ -445,8 +536,9 @@ class BaseBackend(abc.ABC):
         """The BM25 index of the scope (namespace and tier equalities) of ``filters``.
 
         Built from the store on first use, then kept current by this backend's own writes;
-        a persistent backend also rebuilds it when its size no longer matches the store's
-        (another process wrote). Only namespace and tier conditions may appear.
+        a store that others may write is asked for its scope's change counter on every call,
+        and the index is rebuilt when another writer moved it (by any write: an add, an edit,
+        a delete, a clear). Only namespace and tier conditions may appear.
         """
         key, rest = _split_scope(parse_filter(filters))
         if rest.conditions:
@@ -466,31 +558,34 @@ class BaseBackend(abc.ABC):
     def _scope_index(self, key: _ScopeKey) -> LexicalIndex:
         cache = self._lexical()
         with cache.lock:
-            index = cache.indexes.get(key)
-            stale = index is not None and (
-                self.capabilities.persistent and len(index) != self._count(_scope_filter(key))
-            )
-            if index is None or stale:
+            entry = cache.indexes.get(key)
+            # The counters are read before the items: a write landing in between makes the
+            # index newer than its counters (one extra rebuild later), never older.
+            current = self._scope_versions(key)
+            if entry is None or (current is not None and entry.versions != current):
                 index = LexicalIndex()
                 index.upsert(self._select(_scope_filter(key), Order("id", descending=False), None))
-                cache.indexes[key] = index
-            return index
+                entry = _ScopeIndex(index, None if current is None else dict(current))
+                cache.indexes[key] = entry
+            return entry.index
 
-    def _lexical_changed(self, items: list[ContextItem]) -> None:
+    def _lexical_changed(self, items: list[ContextItem], written: Written) -> None:
         cache = self._lexical()
         with cache.lock:
-            for key, index in cache.indexes.items():
+            for key, entry in cache.indexes.items():
                 inside = [item for item in items if _in_scope(key, item)]
-                index.remove(item.id for item in items if not _in_scope(key, item))
-                index.upsert(inside)
+                entry.index.remove(item.id for item in items if not _in_scope(key, item))
+                entry.index.upsert(inside)
+                entry.follow(key, written)
 
-    def _lexical_removed(self, item_ids: list[str]) -> None:
+    def _lexical_removed(self, item_ids: list[str], written: Written) -> None:
         cache = self._lexical()
         with cache.lock:
-            for index in cache.indexes.values():
-                index.remove(item_ids)
+            for key, entry in cache.indexes.items():
+                entry.index.remove(item_ids)
+                entry.follow(key, written)
 
-    def _lexical_cleared(self, where: Filter) -> None:
+    def _lexical_cleared(self, where: Filter, written: Written) -> None:
         cleared, rest = _split_scope(where)
         cache = self._lexical()
         with cache.lock:
@@ -498,36 +593,132 @@ class BaseBackend(abc.ABC):
                 if not _scopes_overlap(key, cleared):
                     continue
                 if not rest.conditions and _covers(cleared, key):
-                    cache.indexes[key] = LexicalIndex()
+                    entry = cache.indexes[key]
+                    entry.index = LexicalIndex()
+                    entry.follow(key, written)
                 else:
                     del cache.indexes[key]
 
     def search(self, query: Query, k: int = 10, filters: FilterInput = None) -> list[SearchHit]:
-        """Return the ``k`` matching items most like ``query`` (see :class:`MemoryBackend`)."""
+        """Return the ``k`` matching items most like ``query`` (see :class:`MemoryBackend`).
+
+        A query vector of another size than the stored vectors raises
+        :class:`~agent_engine.errors.DimensionMismatchError`, as does a store whose vectors
+        another embedder made (a re-embedding by another process, say) since it was opened.
+        """
         where = parse_filter(filters)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k must be a positive integer, got {k!r}", field="k", value=k)
-        return self._search(self._query_vector(query), k, where)
+        expected = self._search_identity()
+        return self._search(self._query_vector(query, expected), k, where)
+
+    # ------------------------------------------------------------------ embedder identity
+
+    def _identity(self) -> EmbedderIdentity | None:
+        """What this backend embeds with: its embedder, else (unnamed) ``dim``, else nothing."""
+        if self.embedder is not None:
+            return EmbedderIdentity.of(self.embedder)
+        if self.dim is not None:
+            return EmbedderIdentity(None, self.dim)
+        return None
+
+    def stored_identity(self) -> EmbedderIdentity | None:
+        """The embedder that made the stored vectors; ``None`` while no vector is stored.
+
+        A persistent store records it with its first vector (unnamed when the vectors came
+        from a caller rather than an embedder); a store that holds no vector accepts any.
+        """
+        return self._stored_identity()
+
+    def _search_identity(self) -> EmbedderIdentity | None:
+        """The identity query vectors must have; refuses a store made by another embedder."""
+        stored = self._stored_identity()
+        own = self._identity()
+        check_identity(stored, own)
+        return stored if stored is not None else own
+
+    def reembed(
+        self,
+        embedder: Embedder,
+        *,
+        batch_size: int = REEMBED_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Re-embed every item with ``embedder``, record it as the store's embedder, use it.
+
+        Items are read in id order and written back ``batch_size`` at a time, each batch in
+        one write; ``progress(done, total)`` is called before the first and after each. While
+        it runs, vector search and writes that carry vectors are refused
+        (:class:`~agent_engine.errors.ReembedRequiredError`); everything else keeps working.
+        A persistent store marks the re-embedding in the database before the first batch and
+        records the new identity only with the last: after a crash half-way the mark stays,
+        the store keeps refusing vector search, and the next ``reembed`` with the same
+        embedder resumes after the last batch written (with another, it starts over).
+        Returns how many items this call embedded.
+        """
+        target = _reembed_target(embedder)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError(
+                f"batch_size must be a positive integer, got {batch_size!r}",
+                field="batch_size",
+                value=batch_size,
+            )
+        after = self._reembed_begin(target)
+        total = self._count(Filter())
+        done = 0 if after is None else self._count(_ids_from(after, Op.LTE))
+        if progress is not None:
+            progress(done, total)
+        embedded = 0
+        while True:
+            rest = Filter() if after is None else _ids_from(after, Op.GT)
+            batch = self._select(rest, Order("id", descending=False), batch_size)
+            if not batch:
+                break
+            vectors = embedder.embed([embedding_text(item) for item in batch])
+            if vectors.shape != (len(batch), target.dim):
+                raise EmbeddingError(
+                    f"{target.name} returned vectors of shape {vectors.shape} for "
+                    f"{len(batch)} texts, but its dim is {target.dim}"
+                )
+            self._reembed_write(
+                [
+                    attrs.evolve(item, embedding=vector)
+                    for item, vector in zip(batch, vectors, strict=True)
+                ],
+                target,
+            )
+            after = batch[-1].id
+            embedded += len(batch)
+            done += len(batch)
+            if progress is not None:
+                progress(done, max(total, done))
+        self._reembed_finish(target)
+        self.embedder = embedder
+        self.dim = target.dim
+        return embedded
+
+    def _reembed_begin(self, target: EmbedderIdentity) -> str | None:
+        """Mark the store as moving to ``target``; return the id to resume after, if any."""
+        raise NotImplementedError(f"{type(self).__name__} cannot re-embed ({target.name})")
+
+    def _reembed_write(self, items: list[ContextItem], target: EmbedderIdentity) -> None:
+        """Store these items' new vectors (and the progress made) in one write."""
+        raise NotImplementedError(f"{type(self).__name__} cannot re-embed ({len(items)} items)")
+
+    def _reembed_finish(self, target: EmbedderIdentity) -> None:
+        """Record ``target`` as the store's identity and lift the mark, in one write."""
+        raise NotImplementedError(f"{type(self).__name__} cannot re-embed ({target.name})")
 
     # ------------------------------------------------------------------ embedding & search
 
-    def _vector_dim(self) -> int | None:
-        return self.embedder.dim if self.embedder is not None else self.dim
-
     def _embed(self, items: list[ContextItem], indexes: list[int]) -> list[ContextItem]:
-        """Embed ``items[i]`` for ``i`` in ``indexes`` in one call; check every vector's size."""
-        dim = self._vector_dim()
+        """Embed ``items[i]`` for ``i`` in ``indexes`` in one call; check every vector's size.
+
+        This is the early check, against the backend's own embedder; each store checks again
+        where it writes, against the identity it holds.
+        """
         todo = set(indexes) if self.embedder is not None else set()
-        for index, item in enumerate(items):
-            if index in todo or item.embedding is None or dim is None:
-                continue
-            if item.embedding.shape[0] != dim:
-                raise DimensionMismatchError(
-                    f"item {item.id!r} has a {item.embedding.shape[0]}-dimensional vector; "
-                    f"this backend works in {dim} dimensions",
-                    field="embedding",
-                    value=item.id,
-                )
+        check_vectors([item for i, item in enumerate(items) if i not in todo], self._identity())
         if not todo or self.embedder is None:
             return items
         order = sorted(todo)
@@ -537,7 +728,7 @@ class BaseBackend(abc.ABC):
             result[index] = attrs.evolve(items[index], embedding=vector)
         return result
 
-    def _query_vector(self, query: Query) -> Vector:
+    def _query_vector(self, query: Query, expected: EmbedderIdentity | None) -> Vector:
         if isinstance(query, str):
             if self.embedder is None:
                 raise EmbeddingError(
@@ -558,10 +749,10 @@ class BaseBackend(abc.ABC):
                 field="query",
                 value=query,
             )
-        dim = self._vector_dim()
-        if dim is not None and vector.shape[0] != dim:
+        if expected is not None and vector.shape[0] != expected.dim:
             raise DimensionMismatchError(
-                f"query vector has {vector.shape[0]} dimensions; this backend works in {dim}",
+                f"the query vector has {vector.shape[0]} dimensions; this store's vectors "
+                f"are made by {expected.describe()}",
                 field="query",
                 value=vector.shape[0],
             )
@@ -574,7 +765,7 @@ class BaseBackend(abc.ABC):
         best_scores = np.empty(0, dtype=np.float32)
         for ids, matrix in self._scan_vectors(where, SCAN_CHUNK):
             if matrix.shape[1] != query.shape[0]:
-                continue
+                raise mixed_sizes((matrix.shape[1], query.shape[0]))
             scores = normalize_rows(matrix) @ query
             best_ids, best_scores = _merge_top(best_ids, best_scores, ids, scores, k)
         return self._hits(best_ids, best_scores)[:k]
@@ -626,9 +817,107 @@ _ScopeKey = tuple[str | None, Tier | None]
 
 
 @attrs.define
+class _ScopeIndex:
+    """A scope's BM25 index and the change counters of the store it reflects.
+
+    ``versions`` is ``None`` for a backend without counters (its own writes are all there is).
+    """
+
+    index: LexicalIndex
+    versions: dict[tuple[str, Tier], int] | None
+
+    def follow(self, key: _ScopeKey, written: Written) -> None:
+        """Take on the counters of this object's own write, already applied to the index.
+
+        A counter moves only from the value just before the write: if it stood elsewhere,
+        another writer changed the scope too, the counters stay apart from the store's, and
+        the next use rebuilds the index.
+        """
+        if self.versions is None or written.versions is None:
+            return
+        for scope, version in written.versions.items():
+            if _in_key(key, scope) and self.versions.get(scope, 0) == version - 1:
+                self.versions[scope] = version
+
+
+@attrs.define
 class _LexicalCache:
-    indexes: dict[_ScopeKey, LexicalIndex] = attrs.Factory(dict)
+    indexes: dict[_ScopeKey, _ScopeIndex] = attrs.Factory(dict)
     lock: threading.RLock = attrs.Factory(threading.RLock)
+
+
+def _in_key(key: _ScopeKey, scope: tuple[str, Tier]) -> bool:
+    namespace, tier = key
+    return (namespace is None or namespace == scope[0]) and (tier is None or tier is scope[1])
+
+
+def check_identity(stored: EmbedderIdentity | None, given: EmbedderIdentity | None) -> None:
+    """Refuse to use a store's vectors with another embedder's.
+
+    Raises :class:`~agent_engine.errors.DimensionMismatchError` when the dimensions differ
+    and :class:`~agent_engine.errors.EmbedderMismatchError` when only the names do; either
+    names both identities and the way out.
+    """
+    if stored is None or given is None or stored.matches(given):
+        return
+    message = (
+        f"this store's vectors were made by {stored.describe()}, but it is used with "
+        f"{given.describe()}: re-embed the store with the new embedder (`{REEMBED_COMMAND}`, "
+        "or backend.reembed(embedder)), or use it with the embedder that made it"
+    )
+    if stored.dim != given.dim:
+        raise DimensionMismatchError(message, field="embedder", value=given)
+    raise EmbedderMismatchError(message, stored=stored, given=given)
+
+
+def check_vectors(items: Iterable[ContextItem], expected: EmbedderIdentity | None) -> None:
+    """Refuse any vector whose size is not ``expected.dim`` (without one: the first vector's).
+
+    The one size check of every backend: called before embedding, against the backend's own
+    embedder, and again where each store writes, against the identity it holds.
+    """
+    for item in items:
+        if item.embedding is None:
+            continue
+        size = item.embedding.shape[0]
+        if expected is None:
+            expected = EmbedderIdentity(None, size)
+        elif size != expected.dim:
+            raise DimensionMismatchError(
+                f"item {item.id!r} has a {size}-dimensional vector; this store's vectors "
+                f"are made by {expected.describe()}",
+                field="embedding",
+                value=item.id,
+            )
+
+
+def mixed_sizes(sizes: Iterable[int]) -> ReembedRequiredError:
+    """The error of a store found holding vectors of several sizes (mid-way through a move)."""
+    shown = ", ".join(str(size) for size in sorted(set(sizes)))
+    return ReembedRequiredError(
+        f"this store holds vectors of several sizes ({shown} dimensions): a re-embedding "
+        f"is under way or was interrupted; run `{REEMBED_COMMAND}` to finish it"
+    )
+
+
+def _ids_from(item_id: str, op: Op) -> Filter:
+    """Items whose id compares to ``item_id`` by ``op``: keyset paging in id order.
+
+    The filter language keeps ``$gt`` and friends for numbers and times (a caller comparing
+    texts is usually mistaken), but both of its evaluators compare text by code point, as
+    ``Order("id")`` sorts it, which is exactly what paging through a store by id needs.
+    """
+    return Filter((Condition("id", op, item_id),))
+
+
+def _reembed_target(embedder: object) -> EmbedderIdentity:
+    if not isinstance(embedder, Embedder):
+        raise ValidationError(
+            "reembed() takes an embedder (an object with name, dim and embed())",
+            field="embedder",
+            value=embedder,
+        )
+    return EmbedderIdentity.of(embedder)
 
 
 def _split_scope(where: Filter) -> tuple[_ScopeKey, Filter]:

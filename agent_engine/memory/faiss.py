@@ -29,14 +29,20 @@ for stores of hundreds of thousands of items and more; it is approximate (recall
 **Persistence.** With ``index_path`` the index is loaded on open when it matches the record
 store (same digest of ``(id, vector)`` pairs) and otherwise rebuilt from the store's vectors,
 with a warning: a missing, corrupt, truncated or stale file (a writer killed after its last
-save, another program writing the store) costs a rebuild, never an item. ``save()`` writes it
-atomically (temp file, fsync, rename); ``close()`` saves. The index reflects this backend's
-own writes; when other processes write the same store, call :meth:`FaissBackend.rebuild`.
+save, another program writing the store) costs a rebuild, never an item; so does a file
+built for another embedder. ``save()`` writes it atomically (temp file, fsync, rename);
+``close()`` saves. The index reflects this backend's own writes; when other processes write
+the same store, call :meth:`FaissBackend.rebuild`.
 
 **Delete and erase.** A delete blanks the item's row at once (its id and namespace, and a
 flat index's vector); an HNSW graph keeps the vector until it is rebuilt. ``erase`` erases in
 the record store, zeroes in place every vector the HNSW graph still holds for a dead row (the
 node's links stay until the next rebuild), and saves the file before it returns.
+
+**Embedder.** The backend refuses a record store whose vectors another embedder made, as
+every backend does, and :meth:`FaissBackend.reembed` re-embeds the record store and then
+rebuilds the index from it, so the index never holds vectors of two embedders. Lexical
+search is the record store's own (it sees every write that reaches the store).
 """
 
 from __future__ import annotations
@@ -50,18 +56,25 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_engine._log import get_logger
-from agent_engine.embeddings import Embedder, normalize_rows
-from agent_engine.errors import (
-    DimensionMismatchError,
-    IndexCorruptError,
-    ValidationError,
-)
-from agent_engine.filters import Filter, Op, Order
+from agent_engine.embeddings import Embedder, EmbedderIdentity, normalize_rows
+from agent_engine.errors import IndexCorruptError, ValidationError
+from agent_engine.filters import Filter, FilterInput, Op, Order
 from agent_engine.memory._faiss_index import RowIndex, item_digest, load_faiss
 from agent_engine.memory.audit import AuditStore
-from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
+from agent_engine.memory.backend import (
+    REEMBED_BATCH,
+    BaseBackend,
+    Capabilities,
+    MemoryBackend,
+    Progress,
+    SearchHit,
+    Written,
+    check_identity,
+    check_vectors,
+)
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextItem, Vector
+from agent_engine.retrieval.bm25 import LexicalIndex
 
 __all__ = ["FaissBackend"]
 
@@ -72,12 +85,14 @@ _MASK64 = (1 << 64) - 1
 class FaissBackend(BaseBackend):
     """A FAISS vector index in front of a record store (see the module docstring).
 
-    ``store`` holds the items (default: a new :class:`InMemoryBackend`); give the backend
-    the only handle you use to write it. ``index`` is ``"flat"`` (exact) or ``"hnsw"``;
-    ``hnsw_m``, ``ef_construction`` and ``ef_search`` tune the graph; their defaults (48, 200,
-    128) are the smallest measured to keep recall@10 at or above 0.95 with 1M items (M 32 and
-    efConstruction 80 stopped at 0.89 even with ef 256). ``index_path`` keeps the
-    index in a file, loaded or rebuilt on open and saved by :meth:`save` and :meth:`close`.
+    ``store`` holds the items (default: a new :class:`InMemoryBackend` with the same
+    embedder); give the backend the only handle you use to write it, and build the store
+    with the same embedder, so a persistent store records it by name. ``index`` is
+    ``"flat"`` (exact) or ``"hnsw"``; ``hnsw_m``, ``ef_construction`` and ``ef_search`` tune
+    the graph; their defaults (48, 200, 128) are the smallest measured to keep recall@10 at or
+    above 0.95 with 1M items (M 32 and efConstruction 80 stopped at 0.89 even with ef 256).
+    ``index_path`` keeps the index in a file, loaded or rebuilt on open and saved by
+    :meth:`save` and :meth:`close`.
     """
 
     def __init__(
@@ -112,7 +127,9 @@ class FaissBackend(BaseBackend):
                 )
         self.embedder = embedder
         self.dim = embedder.dim if embedder is not None else dim
-        self.store: MemoryBackend = store if store is not None else InMemoryBackend(dim=self.dim)
+        self.store: MemoryBackend = (
+            store if store is not None else InMemoryBackend(embedder=embedder, dim=self.dim)
+        )
         self.kind: IndexKind = index
         self.index_path = Path(index_path) if index_path is not None else None
         self.ef_search = ef_search
@@ -129,6 +146,7 @@ class FaissBackend(BaseBackend):
             persistent=store_caps.persistent,
             atomic_batches=store_caps.atomic_batches,
         )
+        check_identity(self.store.stored_identity(), self._identity())
         self._open()
 
     def __repr__(self) -> str:
@@ -178,6 +196,13 @@ class FaissBackend(BaseBackend):
         if self.dim is not None and loaded.dim != self.dim:
             self._log.warning("faiss_index_dimension_changed_rebuilding", saved=loaded.dim)
             return None
+        own = self._identity()
+        name = own.name if own is not None else None
+        if loaded.embedder is not None and name is not None and loaded.embedder != name:
+            self._log.warning("faiss_index_embedder_changed_rebuilding", saved=loaded.embedder)
+            return None
+        if loaded.embedder is None:
+            loaded.embedder = name
         return loaded
 
     def _entries(self, items: list[ContextItem]) -> list[tuple[str, str, Vector]]:
@@ -192,7 +217,14 @@ class FaissBackend(BaseBackend):
         dim = self.dim if self.dim is not None else (entries[0][2].shape[0] if entries else None)
         if dim is None:
             return None
-        rows = RowIndex(self.kind, dim, hnsw_m=self._hnsw_m, ef_construction=self._ef_construction)
+        own = self._identity()
+        rows = RowIndex(
+            self.kind,
+            dim,
+            hnsw_m=self._hnsw_m,
+            ef_construction=self._ef_construction,
+            embedder=own.name if own is not None else None,
+        )
         rows.add(entries)
         return rows
 
@@ -215,13 +247,58 @@ class FaissBackend(BaseBackend):
             self.save()
             self.store.close()
 
+    # ------------------------------------------------------------------ embedder identity
+
+    def _stored_identity(self) -> EmbedderIdentity | None:
+        return self.store.stored_identity()
+
+    def _search_identity(self) -> EmbedderIdentity | None:
+        """The index's own: queries are scored against it, not the store's vectors."""
+        own = self._identity()
+        if own is not None:
+            return own
+        rows = self._rows
+        return EmbedderIdentity(rows.embedder, rows.dim) if rows is not None else None
+
+    def reembed(
+        self,
+        embedder: Embedder,
+        *,
+        batch_size: int = REEMBED_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Re-embed the record store with ``embedder``, then rebuild the index from it.
+
+        The record store's own re-embedding is what a crash must not break (see
+        :meth:`BaseBackend.reembed`); the index is a cache of the store, rebuilt whole.
+        """
+        with self._lock:
+            done = self.store.reembed(embedder, batch_size=batch_size, progress=progress)
+            self.embedder = embedder
+            self.dim = embedder.dim
+            self.rebuild()
+            return done
+
+    # ------------------------------------------------------------------ lexical search
+
+    def lexical_search(
+        self, query: str, k: int = 10, filters: FilterInput = None
+    ) -> list[SearchHit]:
+        """The record store's BM25 search (it sees every write, this backend's and others')."""
+        return self.store.lexical_search(query, k, filters)
+
+    def lexical_index(self, filters: FilterInput = None) -> LexicalIndex:
+        """The record store's BM25 index of a scope."""
+        return self.store.lexical_index(filters)
+
     # ------------------------------------------------------------------ primitives
 
-    def _insert(self, items: list[ContextItem]) -> None:
+    def _insert(self, items: list[ContextItem]) -> Written:
         with self._lock:
-            self._check_dims(items)
+            check_vectors(items, self._search_identity())
             self.store.add_many(items)
             self._index(self._as_stored(items, [item for item in items if item.embedding is None]))
+            return Written(len(items))
 
     def _as_stored(self, items: list[ContextItem], unsure: list[ContextItem]) -> list[ContextItem]:
         """``items`` as the store keeps them, re-reading those whose vector it may have set.
@@ -238,19 +315,20 @@ class FaissBackend(BaseBackend):
     def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
         return {item.id: item for item in self.store.get_many(item_ids)}
 
-    def _replace(self, items: list[ContextItem]) -> None:
+    def _replace(self, items: list[ContextItem]) -> Written:
         with self._lock:
-            self._check_dims(items)
+            check_vectors(items, self._search_identity())
             self.store.update_many(items)
             self._index(self._as_stored(items, items))
+            return Written(len(items))
 
-    def _remove(self, item_ids: list[str]) -> int:
+    def _remove(self, item_ids: list[str]) -> Written:
         with self._lock:
             removed = self.store.delete_many(item_ids)
             self._unindex(item_ids)
-            return removed
+            return Written(removed)
 
-    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
         """Erase in the record store, drop the rows, zero HNSW's dead vectors, save the file."""
         with self._lock:
             removed = self.store.erase(item_ids, tokens=tokens)
@@ -258,7 +336,7 @@ class FaissBackend(BaseBackend):
             if self._rows is not None:
                 self._rows.zero_dead_vectors()
             self.save()
-            return removed
+            return Written(removed)
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
         order_by = order.field if order.descending else f"-{order.field}"
@@ -267,32 +345,18 @@ class FaissBackend(BaseBackend):
     def _count(self, where: Filter) -> int:
         return self.store.count(where)
 
-    def _delete_where(self, where: Filter) -> int:
+    def _delete_where(self, where: Filter) -> Written:
         with self._lock:
             doomed = [item.id for item in self.store.query(where, limit=None, order_by="-id")]
             removed = self.store.delete_many(doomed) if doomed else 0
             self._unindex(doomed)
-            return removed
+            return Written(removed)
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         # Access counts live in the record store and never move a vector.
         return self.store.touch(item_ids, at)
 
     # ------------------------------------------------------------------ index upkeep
-
-    def _check_dims(self, items: list[ContextItem]) -> None:
-        expected = self._vector_dim() or (self._rows.dim if self._rows is not None else None)
-        for item in items:
-            if item.embedding is None:
-                continue
-            expected = expected or item.embedding.shape[0]
-            if item.embedding.shape[0] != expected:
-                raise DimensionMismatchError(
-                    f"item {item.id!r} has a {item.embedding.shape[0]}-dimensional vector; "
-                    f"this index holds {expected}-dimensional vectors",
-                    field="embedding",
-                    value=item.id,
-                )
 
     def _index(self, items: list[ContextItem]) -> None:
         """Bring the rows of ``items`` in line with them (called with the lock held)."""
@@ -332,7 +396,7 @@ class FaissBackend(BaseBackend):
     def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
         with self._lock:
             rows = self._rows
-            if rows is None or rows.live == 0 or rows.dim != query.shape[0]:
+            if rows is None or rows.live == 0:
                 return []
             namespace = _scoped_namespace(where)
             scope = rows.namespace_rows(namespace) if namespace is not None else None

@@ -20,11 +20,19 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from agent_engine.embeddings import Embedder, normalize_rows
-from agent_engine.errors import DimensionMismatchError, DuplicateItemError, ItemNotFoundError
+from agent_engine.embeddings import Embedder, EmbedderIdentity, normalize_rows
+from agent_engine.errors import DuplicateItemError, ItemNotFoundError
 from agent_engine.filters import Filter, Op, Order
 from agent_engine.memory.audit import InMemoryAuditStore
-from agent_engine.memory.backend import BaseBackend, Capabilities, SearchHit
+from agent_engine.memory.backend import (
+    REEMBED_BATCH,
+    BaseBackend,
+    Capabilities,
+    Progress,
+    SearchHit,
+    Written,
+    check_vectors,
+)
 from agent_engine.models import ContextItem, Vector
 
 __all__ = ["InMemoryBackend"]
@@ -35,7 +43,7 @@ class InMemoryBackend(BaseBackend):
 
     ``embedder`` embeds items added without a vector and text queries; without one, search
     takes vector queries over items that carry vectors (``dim`` fixes their size, otherwise
-    the first vector stored does).
+    the first vector stored does, until the store holds no vector again).
     """
 
     capabilities = Capabilities(vector_search=True, persistent=False, atomic_batches=True)
@@ -46,6 +54,8 @@ class InMemoryBackend(BaseBackend):
         self._items: dict[str, ContextItem] = {}
         self._lock = threading.RLock()
         self._vectors = _VectorIndex()
+        # The re-embedded items and their vectors while a re-embedding runs.
+        self._staged: tuple[dict[str, ContextItem], _VectorIndex] | None = None
         self._audit_store = InMemoryAuditStore()
         # Tier stores always scope by namespace; scanning one namespace, not the whole store,
         # keeps their queries proportional to their own size.
@@ -57,38 +67,40 @@ class InMemoryBackend(BaseBackend):
     def __repr__(self) -> str:
         return f"InMemoryBackend(items={len(self._items)})"
 
-    def _insert(self, items: list[ContextItem]) -> None:
+    def _insert(self, items: list[ContextItem]) -> Written:
         with self._lock:
             for item in items:
                 if item.id in self._items:
                     raise DuplicateItemError(item.id)
-            self._check_dims(items)
+            check_vectors(items, self._expected_identity())
             for item in items:
                 self._store(item)
+            return Written(len(items))
 
     def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
         with self._lock:
             return {item_id: self._items[item_id] for item_id in item_ids if item_id in self._items}
 
-    def _replace(self, items: list[ContextItem]) -> None:
+    def _replace(self, items: list[ContextItem]) -> Written:
         with self._lock:
             for item in items:
                 if item.id not in self._items:
                     raise ItemNotFoundError(item.id)
-            self._check_dims(items)
+            check_vectors(items, self._expected_identity())
             for item in items:
                 self._store(item)
+            return Written(len(items))
 
-    def _remove(self, item_ids: list[str]) -> int:
+    def _remove(self, item_ids: list[str]) -> Written:
         with self._lock:
             removed = 0
             for item_id in item_ids:
                 if item_id in self._items:
                     self._drop(item_id)
                     removed += 1
-            return removed
+            return Written(removed)
 
-    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
         """Drop the items and redact their ids: this backend writes no files."""
         with self._lock:
             removed = self._remove(item_ids)
@@ -134,12 +146,12 @@ class InMemoryBackend(BaseBackend):
                 return len(self._items)
         return len(self._matching(where))
 
-    def _delete_where(self, where: Filter) -> int:
+    def _delete_where(self, where: Filter) -> Written:
         with self._lock:
             doomed = [item.id for item in self._matching(where)]
             for item_id in doomed:
                 self._drop(item_id)
-            return len(doomed)
+            return Written(len(doomed))
 
     def _store(self, item: ContextItem) -> None:
         previous = self._items.get(item.id)
@@ -165,20 +177,56 @@ class InMemoryBackend(BaseBackend):
         with self._lock:
             return super()._touch(item_ids, at)
 
-    def _check_dims(self, items: list[ContextItem]) -> None:
-        """Vectors must share one size: the embedder's, ``dim``, or the first one stored."""
-        expected = self._vector_dim() or self._vectors.dim
+    def _stored_identity(self) -> EmbedderIdentity | None:
+        with self._lock:
+            if not len(self._vectors):
+                return None
+            return self._expected_identity()
+
+    def _expected_identity(self) -> EmbedderIdentity | None:
+        """The embedder's (or ``dim``'s) identity, else that of the vectors held, if any."""
+        own = self._identity()
+        if own is not None or self._vectors.dim is None or not len(self._vectors):
+            return own
+        return EmbedderIdentity(None, self._vectors.dim)
+
+    def reembed(
+        self,
+        embedder: Embedder,
+        *,
+        batch_size: int = REEMBED_BATCH,
+        progress: Progress | None = None,
+    ) -> int:
+        """Re-embed every item under the lock: other threads wait, then see only the result.
+
+        New vectors are staged and swapped in at the end, so an embedder that fails half-way
+        leaves the store as it was.
+        """
+        with self._lock:
+            try:
+                return super().reembed(embedder, batch_size=batch_size, progress=progress)
+            finally:
+                self._staged = None
+
+    def _reembed_begin(self, target: EmbedderIdentity) -> str | None:
+        del target
+        self._staged = ({}, _VectorIndex())
+        return None
+
+    def _reembed_write(self, items: list[ContextItem], target: EmbedderIdentity) -> None:
+        del target
+        assert self._staged is not None  # noqa: S101 - _reembed_begin ran (reembed's order)
+        staged_items, staged_vectors = self._staged
         for item in items:
-            if item.embedding is None:
-                continue
-            expected = expected or item.embedding.shape[0]
-            if item.embedding.shape[0] != expected:
-                raise DimensionMismatchError(
-                    f"item {item.id!r} has a {item.embedding.shape[0]}-dimensional vector; "
-                    f"this store holds {expected}-dimensional vectors",
-                    field="embedding",
-                    value=item.id,
-                )
+            staged_items[item.id] = item
+            staged_vectors.put(item.id, item.embedding, item.namespace)
+
+    def _reembed_finish(self, target: EmbedderIdentity) -> None:
+        del target
+        assert self._staged is not None  # noqa: S101 - _reembed_begin ran (reembed's order)
+        staged_items, staged_vectors = self._staged
+        self._items.update(staged_items)
+        self._vectors = staged_vectors
 
     def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
         with self._lock:
@@ -233,6 +281,9 @@ class _VectorIndex:
         self._codes: dict[str, int] = {}
         self._namespace = np.empty(0, dtype=np.int32)
 
+    def __len__(self) -> int:
+        return self._size
+
     def put(self, item_id: str, vector: Vector | None, namespace: str = "") -> None:
         """Set (or, with ``None``, drop) the vector of ``item_id``."""
         row = self._row_of.get(item_id)
@@ -240,7 +291,7 @@ class _VectorIndex:
             if row is not None:
                 self._drop(row)
             return
-        if self.dim is None:
+        if self.dim is None or (self._size == 0 and vector.shape[0] != self.dim):
             self.dim = vector.shape[0]
             self._matrix = np.empty((64, self.dim), dtype=np.float32)
         if row is None:

@@ -18,7 +18,7 @@ with an independent brute-force oracle written here.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -28,16 +28,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_engine.embeddings import Embedder, HashingEmbedder
+from agent_engine.embeddings import Embedder, EmbedderIdentity, HashingEmbedder, Matrix
 from agent_engine.errors import (
     DimensionMismatchError,
     DuplicateItemError,
+    EmbeddingError,
     FilterError,
     ItemNotFoundError,
     ValidationError,
 )
 from agent_engine.memory.audit import erasure_token
-from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.backend import MemoryBackend, embedding_text
 from agent_engine.models import AuditAction, AuditEvent, ContextItem, Provenance, Status, Tier
 
 __all__ = ["BackendConformance", "make_item"]
@@ -634,11 +635,16 @@ class BackendConformance:
         assert got.embedding is not None
         assert np.array_equal(got.embedding, vector)
 
-    def test_wrong_dimension_is_refused(self, filled: MemoryBackend) -> None:
-        """A vector of another size is a DimensionMismatchError, and nothing of the batch lands."""
+    def test_wrong_dimension_is_refused(self, filled: MemoryBackend, embedder: Embedder) -> None:
+        """A vector of another size is a DimensionMismatchError, and nothing of the batch lands.
+
+        The message names both sizes and the embedder of the store's vectors.
+        """
         batch = [make_item(100), make_item(101, embedding=[1.0, 2.0, 3.0])]
-        with pytest.raises(DimensionMismatchError):
+        with pytest.raises(DimensionMismatchError, match="3-dimensional") as raised:
             filled.add_many(batch)
+        assert embedder.name in str(raised.value)
+        assert f"{embedder.dim} dimensions" in str(raised.value)
         assert filled.get("item-00100") is None
         with pytest.raises(DimensionMismatchError):
             filled.update(make_item(1, embedding=[1.0, 2.0]))
@@ -726,6 +732,76 @@ class BackendConformance:
         """Search speaks the same filter language, with the same errors."""
         with pytest.raises(FilterError):
             corpus.search("x", filters={"nope": 1})
+
+    # ------------------------------------------------------------------ embedder identity
+
+    def test_stored_identity_names_the_embedder(
+        self, backend: MemoryBackend, embedder: Embedder
+    ) -> None:
+        """No vector stored, no identity; then the embedder's name and dimension."""
+        assert backend.stored_identity() is None
+        backend.add_many([make_item(1), make_item(2)])
+        assert backend.stored_identity() == EmbedderIdentity.of(embedder)
+
+    def test_reembed_replaces_every_vector(self, filled: MemoryBackend) -> None:
+        """Re-embedding gives every item the new embedder's vector, in batches, then uses it.
+
+        Afterwards the store reports the new identity, text search ranks by the new vectors
+        and a vector of the old size is refused.
+        """
+        new = HashingEmbedder(dim=EMBED_DIM // 2, bigrams=False)
+        calls: list[tuple[int, int]] = []
+        done = filled.reembed(new, batch_size=7, progress=lambda *step: calls.append(step))
+        assert done == 30
+        assert calls == [(0, 30), (7, 30), (14, 30), (21, 30), (28, 30), (30, 30)]
+        assert filled.stored_identity() == EmbedderIdentity.of(new)
+        items = filled.list_all()
+        expected = new.embed([embedding_text(item) for item in items])
+        for item, vector in zip(items, expected, strict=True):
+            assert item.embedding is not None
+            assert np.allclose(item.embedding, vector, atol=1e-6)
+        query = new.embed(["memory number 3"])[0]
+        scores = {item.id: float(row @ query) for item, row in zip(items, expected, strict=True)}
+        hits = filled.search("memory number 3", k=5)
+        best = sorted(scores.values(), reverse=True)[:5]
+        # Scores, not ids: many items tie here, and an approximate index may pick other ties.
+        assert np.allclose([hit.score for hit in hits], best, atol=1e-5)
+        assert all(hit.score == pytest.approx(scores[hit.item.id], abs=1e-5) for hit in hits)
+        with pytest.raises(DimensionMismatchError):
+            filled.add(make_item(100, embedding=np.ones(EMBED_DIM)))
+        filled.add(make_item(101))
+        added = filled.get("item-00101")
+        assert added is not None
+        assert added.embedding is not None
+        assert added.embedding.shape == (new.dim,)
+
+    def test_reembed_after_a_failed_one_completes(self, filled: MemoryBackend) -> None:
+        """An embedder failing half-way raises; reembed again and the store is whole and new.
+
+        (If this fails on a persistent store, check that a batch's vectors and the progress
+        mark are written together, and that a new run finishes what the last one left.)
+        """
+        new = HashingEmbedder(dim=EMBED_DIM // 2, bigrams=False)
+        with pytest.raises(EmbeddingError):
+            filled.reembed(_FailsAfter(new, texts=12), batch_size=5)
+        assert filled.count() == 30
+        assert filled.reembed(new, batch_size=5) > 0
+        assert filled.stored_identity() == EmbedderIdentity.of(new)
+        for item in filled.list_all():
+            assert item.embedding is not None
+            assert np.allclose(item.embedding, new.embed([embedding_text(item)])[0], atol=1e-6)
+        assert len(filled.search("memory number", k=5)) == 5
+
+    @pytest.mark.parametrize("batch_size", [0, -1, 1.5, True])
+    def test_reembed_refuses_bad_arguments(self, filled: MemoryBackend, batch_size: Any) -> None:
+        """A batch size that is not a positive integer, or a non-embedder, changes nothing."""
+        before = filled.get("item-00001")
+        with pytest.raises(ValidationError):
+            filled.reembed(HashingEmbedder(dim=8), batch_size=batch_size)
+        with pytest.raises(ValidationError):
+            filled.reembed("hashing")  # type: ignore[arg-type]
+        assert _same(filled.get("item-00001"), before)
+        assert len(filled.search("memory number", k=3)) == 3
 
     # ------------------------------------------------------------------ lexical search
 
@@ -925,6 +1001,28 @@ class BackendConformance:
         want = _oracle(items, filters, order_by, limit)
         assert _ids(got) == _ids(want)
         assert backend.count(filters) == len(_oracle(items, filters, order_by, None))
+
+
+class _FailsAfter:
+    """An embedder that fails once it has embedded ``texts`` texts (a model crashing mid-way)."""
+
+    def __init__(self, inner: Embedder, *, texts: int) -> None:
+        self._inner = inner
+        self._left = texts
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if len(texts) > self._left:
+            raise EmbeddingError("the model failed (on purpose)")
+        self._left -= len(texts)
+        return self._inner.embed(texts)
 
 
 # ----------------------------------------------------------------------------- oracle

@@ -63,7 +63,13 @@ def sql_delete_all(url: str) -> None:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as connection:
-            for table in ("ae_item_tags", "ae_items", "ae_audit_events"):
+            for table in (
+                "ae_item_tags",
+                "ae_items",
+                "ae_audit_events",
+                "ae_store_meta",
+                "ae_scope_versions",
+            ):
                 connection.execute(sa.text(f"DELETE FROM {table}"))  # noqa: S608 - fixed names
     finally:
         engine.dispose()

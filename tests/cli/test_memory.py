@@ -172,6 +172,32 @@ class TestDbCommands:
         assert "no database at" in result.err
         assert not missing.exists()
 
+    def test_reembed_moves_a_store_to_another_embedder(self, sql_cli):
+        """A store filled by hashing refuses MiniLM until db reembed moves it, with progress."""
+        prices = add(sql_cli, "Prices are stored as integer cents")
+        add(sql_cli, "Deploys happen on Tuesdays")
+        refused = sql_cli("--embedder", "minilm", "memory", "search", "how are prices stored")
+        assert refused.code == EXIT_ERROR
+        assert "hashing-256-bigrams" in refused.err
+        assert "agent-engine db reembed" in refused.err
+
+        moved = sql_cli("--json", "--embedder", "minilm", "db", "reembed", "--batch-size", "1")
+        assert moved.code == 0, moved.err
+        assert moved.json()["before"] == {"name": "hashing-256-bigrams", "dim": 256}
+        assert moved.json()["after"]["dim"] == 384
+        assert moved.json()["reembedded"] == 2
+
+        hits = sql_cli(
+            "--json", "--embedder", "minilm", "memory", "search", "how are prices stored"
+        )
+        assert hits.code == 0, hits.err
+        assert hits.json()[0]["id"] == prices
+
+        back = sql_cli("--embedder", "hashing", "db", "reembed")
+        assert back.code == 0, back.err
+        assert "re-embedded 2 memories with hashing-256-bigrams" in back.out
+        assert "Re-embedding with hashing-256-bigrams" in back.err
+
 
 class TestDemoOnSqlite:
     def test_demo_leaves_project_memory_and_reruns_cleanly(self, sql_cli):

@@ -16,6 +16,7 @@ BROKEN = textwrap.dedent(
     """
     import pytest
     from agent_engine.errors import FilterError
+    from agent_engine.memory.backend import Written
     from agent_engine.memory.inmemory import InMemoryBackend
     from agent_engine.testing.conformance import BackendConformance
 
@@ -38,12 +39,14 @@ BROKEN = textwrap.dedent(
             with self._lock:
                 for item in items:
                     self._items[item.id] = item
+                return Written(len(items))
 
 
     class HalfWritesBatches(InMemoryBackend):
         def _insert(self, items):
             for item in items:
                 super()._insert([item])
+            return Written(len(items))
 
 
     class NullsFirst(InMemoryBackend):

@@ -22,6 +22,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agent_engine.embeddings import HashingEmbedder
+from agent_engine.errors import DimensionMismatchError, EmbedderMismatchError
 from agent_engine.memory._faiss_index import RowIndex
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -131,6 +132,55 @@ class TestIndexFile:
         backend, warnings = _open(store, path, index="hnsw")
         assert warnings == ["faiss_index_corrupt_rebuilding"]
         _assert_complete(backend, items)
+
+
+class TestEmbedder:
+    def test_file_of_another_embedder_is_rebuilt(self, tmp_path):
+        """An index saved for one embedder is rebuilt for another, even with equal vectors."""
+        made_by, other = HashingEmbedder(dim=DIM), HashingEmbedder(dim=DIM, bigrams=False)
+        items = [
+            attrs.evolve(item, embedding=made_by.embed([item.text])[0]) for item in _items(0, 50)
+        ]
+        store = InMemoryBackend(dim=DIM)  # vectors given by the caller: no name to check
+        store.add_many(items)
+        path = tmp_path / "vectors.faiss"
+        FaissBackend(store, embedder=made_by, index_path=path).close()
+        assert RowIndex.load(path, "flat", 32, 80).embedder == made_by.name
+        with capture_logs() as logs:
+            backend = FaissBackend(store, embedder=other, index_path=path)
+        warnings = [entry["event"] for entry in logs if entry["log_level"] == "warning"]
+        assert warnings == ["faiss_index_embedder_changed_rebuilding"]
+        backend.close()
+        assert RowIndex.load(path, "flat", 32, 80).embedder == other.name
+
+    def test_store_of_another_embedder_is_refused(self, saved):
+        """A record store whose vectors another embedder made is refused, its file untouched."""
+        store, path, _ = saved
+        before = path.read_bytes()
+        with pytest.raises(DimensionMismatchError, match="hashing-32-bigrams"):
+            FaissBackend(store, embedder=HashingEmbedder(dim=16), index_path=path)
+        with pytest.raises(EmbedderMismatchError):
+            FaissBackend(store, embedder=HashingEmbedder(dim=DIM, bigrams=False))
+        assert path.read_bytes() == before
+
+    def test_reembed_rebuilds_the_index_for_the_new_embedder(self, saved):
+        """After reembed the index holds only new vectors, and the saved file says so."""
+        store, path, items = saved
+        backend, _ = _open(store, path)
+        new = HashingEmbedder(dim=16)
+        assert backend.reembed(new, batch_size=64) == len(items)
+        assert backend._rows is not None
+        assert (backend._rows.dim, backend._rows.live) == (16, len(items))
+        target = store.get("item-00042")
+        assert target is not None
+        hits = backend.search(target.text, k=1, filters={"namespace": target.namespace})
+        assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+        backend.save()
+        with capture_logs() as logs:
+            FaissBackend(store, embedder=new, index_path=path)
+        assert [entry for entry in logs if entry["log_level"] == "warning"] == []
+        with pytest.raises(DimensionMismatchError):
+            FaissBackend(store, embedder=HashingEmbedder(dim=DIM), index_path=path)
 
 
 WRITER = textwrap.dedent(

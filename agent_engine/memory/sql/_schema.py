@@ -7,6 +7,12 @@ SQLite's default), as Python does, so ordering by a text field gives the in-memo
 order. Times are integer microseconds since the Unix epoch (UTC): exact, index-friendly and
 compared the same way on every dialect. Tags are stored twice: as a JSON list on the item (its
 order is part of the item) and one row per tag in ``ae_item_tags``, which the tag filters use.
+
+``ae_store_meta`` holds facts about the store as a whole, as JSON values by key: which
+embedder made its vectors, and a re-embedding under way. ``ae_scope_versions`` holds one
+change counter per (namespace, tier), bumped by every write to the scope in the write's own
+transaction, so a process can tell from one primary-key read that its cached lexical index
+of a scope is still the store's.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import sqlalchemy as sa
 
 from agent_engine.models import MAX_ITEM_ID_LENGTH
 
-__all__ = ["audit_events", "item_tags", "items", "metadata"]
+__all__ = ["audit_events", "item_tags", "items", "metadata", "scope_versions", "store_meta"]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_N_label)s",
@@ -114,4 +120,19 @@ sa.Index(
     audit_events.c.namespace,
     audit_events.c.at,
     audit_events.c.id,
+)
+
+store_meta = sa.Table(
+    "ae_store_meta",
+    metadata,
+    sa.Column("key", _text(64), primary_key=True),
+    sa.Column("value", sa.Text(), nullable=False),
+)
+
+scope_versions = sa.Table(
+    "ae_scope_versions",
+    metadata,
+    sa.Column("namespace", _text(255), primary_key=True),
+    sa.Column("tier", _text(16), primary_key=True),
+    sa.Column("version", sa.BigInteger(), nullable=False),
 )

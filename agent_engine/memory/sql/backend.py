@@ -4,6 +4,12 @@ Every public write is one transaction, so a batch is stored whole or not at all 
 mid-batch leaves what was committed before it intact. Filters, ordering and limits run in the
 database (:mod:`._filters`); exact vector search streams the matching vectors in bounded,
 SQL-filtered chunks through the inherited scan, so no call loads a whole table.
+
+Other processes write the same database, so what a backend object knows is checked where it
+matters, in the database (:mod:`._meta`): every write that carries vectors reads the store's
+recorded embedder in its own transaction (and records it with the first vector), every
+vector search reads it before scanning, and every write bumps its scopes' change counters in
+its own transaction, which lexical indexes compare on every use.
 """
 
 from __future__ import annotations
@@ -21,17 +27,26 @@ from sqlalchemy import exc
 from sqlalchemy.pool import StaticPool
 
 from agent_engine._log import get_logger
-from agent_engine.embeddings import Embedder, Matrix
+from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix
 from agent_engine.errors import (
     BackendError,
     BackendUnavailableError,
-    DimensionMismatchError,
     DuplicateItemError,
     ItemNotFoundError,
+    ReembedRequiredError,
 )
 from agent_engine.filters import Filter, Order
 from agent_engine.memory.audit import AuditStore, redact_value
-from agent_engine.memory.backend import BaseBackend, Capabilities
+from agent_engine.memory.backend import (
+    REEMBED_COMMAND,
+    BaseBackend,
+    Capabilities,
+    ScopeVersions,
+    Written,
+    check_identity,
+    check_vectors,
+    mixed_sizes,
+)
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, where_text_names
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
@@ -42,10 +57,20 @@ from agent_engine.memory.sql._engine import (
     retrying,
 )
 from agent_engine.memory.sql._filters import select_items, where_clause
+from agent_engine.memory.sql._meta import (
+    Reembedding,
+    StoreMeta,
+    bump_versions,
+    holds_vectors,
+    read_meta,
+    read_versions,
+    write_identity,
+    write_reembedding,
+)
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
 from agent_engine.memory.sql._rows import encode_time, item_row, row_item, tag_rows
 from agent_engine.memory.sql._schema import audit_events, item_tags, items
-from agent_engine.models import ContextItem
+from agent_engine.models import ContextItem, Tier
 
 __all__ = ["SQLAlchemyBackend"]
 
@@ -65,7 +90,10 @@ class SQLAlchemyBackend(BaseBackend):
     an older schema revision is refused with the command that upgrades it, unless
     ``upgrade`` is true; one written by a newer agent_engine is always refused and never
     written to. ``embedder`` and ``dim`` are as for
-    :class:`~agent_engine.memory.inmemory.InMemoryBackend`.
+    :class:`~agent_engine.memory.inmemory.InMemoryBackend`; a store whose vectors another
+    embedder made is refused (:class:`~agent_engine.errors.DimensionMismatchError`, or
+    :class:`~agent_engine.errors.EmbedderMismatchError` for another model of the same
+    dimension) until it is re-embedded. Without either, the backend takes the store's.
 
     ``read_only`` opens the database without ever writing to it: no schema is created or
     upgraded (a database without one raises :class:`~agent_engine.errors.SchemaVersionError`
@@ -96,7 +124,6 @@ class SQLAlchemyBackend(BaseBackend):
         self._guard: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if shared else contextlib.nullcontext()
         )
-        self._stored_dim: int | None = None
         self._closed = False
         self._log = get_logger(backend="sql", dialect=self._engine.dialect.name)
         try:
@@ -118,18 +145,152 @@ class SQLAlchemyBackend(BaseBackend):
         current = self._read(current_revision)
         if current is None and create:
             self._migrate()
-            return
-        try:
-            check_revision(current, url=self.url)
-        except BackendError as error:
-            if upgrade and getattr(error, "current", None) is not None:
+        else:
+            try:
+                check_revision(current, url=self.url)
+            except BackendError as error:
+                if not (upgrade and getattr(error, "current", None) is not None):
+                    raise
                 self._migrate()
-                return
-            raise
+        meta = self._read(read_meta)
+        if meta.reembedding is not None:
+            # Opening stays possible (reembed() needs it); vector search and writes refuse.
+            self._log.warning("store awaits a re-embedding", detail=_reembed_message(meta))
+            return
+        self._foreign_store(meta)
 
     def _migrate(self) -> None:
         upgrade(self._engine, url=self.url)
         self._log.info("schema upgraded")
+
+    # ------------------------------------------------------------------ embedder identity
+
+    def _foreign_store(self, meta: StoreMeta) -> bool:
+        """Refuse a store whose vectors another embedder made; ``True``: it holds none.
+
+        A recorded identity that differs from this backend's binds only while the store
+        holds vectors: one whose vectors were all deleted takes the new embedder.
+        """
+        own = self._identity()
+        if meta.identity is None or own is None or meta.identity.matches(own):
+            return False
+        if self._read(holds_vectors):
+            check_identity(meta.identity, own)
+        return True
+
+    def _stored_identity(self) -> EmbedderIdentity | None:
+        def work(connection: sa.Connection) -> EmbedderIdentity | None:
+            identity = read_meta(connection).identity
+            return identity if identity is not None and holds_vectors(connection) else None
+
+        return self._read(work)
+
+    def _search_identity(self) -> EmbedderIdentity | None:
+        """The store's identity, read in the database on every search.
+
+        Another process may have re-embedded the store since it was opened; a store being
+        re-embedded is refused.
+        """
+        meta = self._read(read_meta)
+        if meta.reembedding is not None:
+            raise _reembed_required(meta)
+        if self._foreign_store(meta):
+            return self._identity()
+        return meta.identity if meta.identity is not None else self._identity()
+
+    def _guard_vectors(self, connection: sa.Connection, batch: list[ContextItem]) -> None:
+        """Check a write's vectors against the store's identity; record it with the first.
+
+        Runs inside the write's transaction, so two processes cannot both record theirs.
+        """
+        sizes = [item.embedding.shape[0] for item in batch if item.embedding is not None]
+        if not sizes:
+            return
+        meta = read_meta(connection)
+        if meta.reembedding is not None:
+            raise _reembed_required(meta)
+        own = self._identity()
+        expected = meta.identity
+        if expected is not None and (
+            (own is not None and not expected.matches(own))
+            or any(size != expected.dim for size in sizes)
+        ):
+            if holds_vectors(connection):
+                check_identity(expected, own)
+                check_vectors(batch, expected)
+            expected = None  # no vector left to compare with: the store takes the new one
+        check_vectors(batch, expected if expected is not None else own)
+        new = own if own is not None else EmbedderIdentity(None, sizes[0])
+        if expected is None or (expected.name is None and new.name is not None):
+            write_identity(connection, new)
+
+    def _reembed_begin(self, target: EmbedderIdentity) -> str | None:
+        def work(connection: sa.Connection) -> str | None:
+            current = read_meta(connection).reembedding
+            if current is not None and current.target == target:
+                return current.after
+            write_reembedding(connection, Reembedding(target))
+            return None
+
+        after = self._write(work)
+        self._log.info("re-embedding", embedder=target.name, dim=target.dim, resume_after=after)
+        return after
+
+    def _reembed_write(self, batch: list[ContextItem], target: EmbedderIdentity) -> None:
+        # The vector is written only if what it was made from is still the item's: an edit
+        # that landed since the batch was read keeps its own (vector-less) state.
+        statement = (
+            items.update()
+            .where(
+                items.c.id == sa.bindparam("key"),
+                items.c.text == sa.bindparam("was_text"),
+                items.c.kind == sa.bindparam("was_kind"),
+                items.c.payload == sa.bindparam("was_payload"),
+            )
+            .values(embedding=sa.bindparam("vector"))
+        )
+        rows = []
+        for item in batch:
+            row = item_row(item)
+            rows.append(
+                {
+                    "key": item.id,
+                    "was_text": row["text"],
+                    "was_kind": row["kind"],
+                    "was_payload": row["payload"],
+                    "vector": row["embedding"],
+                }
+            )
+
+        def work(connection: sa.Connection) -> None:
+            _check_reembedding(connection, target)
+            connection.execute(statement, rows)
+            write_reembedding(connection, Reembedding(target, batch[-1].id))
+
+        self._write(work)
+
+    def _reembed_finish(self, target: EmbedderIdentity) -> None:
+        size = target.dim * 4
+
+        def work(connection: sa.Connection) -> None:
+            _check_reembedding(connection, target)
+            left = connection.execute(
+                sa.select(items.c.id)
+                .where(items.c.embedding.is_not(None), sa.func.length(items.c.embedding) != size)
+                .limit(1)
+            ).scalar()
+            if left is not None:
+                raise ReembedRequiredError(
+                    f"item {left!r} still holds a vector of another size after re-embedding; "
+                    f"run `{REEMBED_COMMAND}` again",
+                    target=target,
+                    backend="SQLAlchemyBackend",
+                )
+            write_identity(connection, target)
+            write_reembedding(connection, None)
+
+        self._write(work)
+        self._log.info("re-embedded", embedder=target.name, dim=target.dim)
 
     # ------------------------------------------------------------------ transactions
 
@@ -182,20 +343,21 @@ class SQLAlchemyBackend(BaseBackend):
 
     # ------------------------------------------------------------------ primitives
 
-    def _insert(self, batch: list[ContextItem]) -> None:
+    def _insert(self, batch: list[ContextItem]) -> Written:
         rows = [item_row(item) for item in batch]
         tags = tag_rows(batch)
         ids = [item.id for item in batch]
 
-        def work(connection: sa.Connection) -> None:
-            self._check_dims(connection, batch)
+        def work(connection: sa.Connection) -> ScopeVersions:
+            self._guard_vectors(connection, batch)
             existing = _existing(connection, ids)
             if existing:
                 raise DuplicateItemError(next(i for i in ids if i in existing))
             self._bulk_insert(connection, rows, tags)
+            return bump_versions(connection, ((row["namespace"], row["tier"]) for row in rows))
 
         try:
-            self._write(work)
+            return Written(len(batch), self._write(work))
         except exc.IntegrityError as error:
             # Another process stored one of these ids between our check and our insert.
             existing = self._read(lambda connection: _existing(connection, ids))
@@ -235,7 +397,7 @@ class SQLAlchemyBackend(BaseBackend):
 
         return {row.id: row_item(row) for row in self._read(work)}
 
-    def _replace(self, batch: list[ContextItem]) -> None:
+    def _replace(self, batch: list[ContextItem]) -> Written:
         ids = [item.id for item in batch]
         rows = []
         for item in batch:
@@ -245,31 +407,39 @@ class SQLAlchemyBackend(BaseBackend):
         tags = tag_rows(batch)
         statement = items.update().where(items.c.id == sa.bindparam("key"))
 
-        def work(connection: sa.Connection) -> None:
-            existing = _existing(connection, ids)
-            missing = next((i for i in ids if i not in existing), None)
+        def work(connection: sa.Connection) -> ScopeVersions:
+            # Locked as read (on PostgreSQL): the scopes left are the ones these rows were in.
+            before = _scopes(connection, ids)
+            missing = next((i for i in ids if i not in before), None)
             if missing is not None:
                 raise ItemNotFoundError(missing)
-            self._check_dims(connection, batch)
+            self._guard_vectors(connection, batch)
             connection.execute(statement, rows)
             for chunk in _chunks(ids):
                 connection.execute(item_tags.delete().where(item_tags.c.item_id.in_(chunk)))
             if tags:
                 connection.execute(item_tags.insert(), tags)
+            after = [(row["namespace"], row["tier"]) for row in rows]
+            return bump_versions(connection, [*before.values(), *after])
 
-        self._write(work)
+        return Written(len(batch), self._write(work))
 
-    def _remove(self, item_ids: list[str]) -> int:
+    def _remove(self, item_ids: list[str]) -> Written:
         return self._write(lambda connection: self._remove_in(connection, item_ids))
 
     @staticmethod
-    def _remove_in(connection: sa.Connection, item_ids: list[str]) -> int:
-        removed = 0
+    def _remove_in(connection: sa.Connection, item_ids: list[str]) -> Written:
+        scopes: list[tuple[str, str]] = []
         for chunk in _chunks(item_ids):
-            removed += connection.execute(items.delete().where(items.c.id.in_(chunk))).rowcount
-        return removed
+            statement = (
+                items.delete()
+                .where(items.c.id.in_(chunk))
+                .returning(items.c.namespace, items.c.tier)
+            )
+            scopes.extend((row.namespace, row.tier) for row in connection.execute(statement))
+        return Written(len(scopes), bump_versions(connection, scopes))
 
-    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> int:
+    def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
         """Delete, redact the journal and provenance in one transaction, then flush the files.
 
         ``secure_delete`` (always on) zeroes the freed bytes in the database file; the flush
@@ -277,7 +447,7 @@ class SQLAlchemyBackend(BaseBackend):
         (:func:`~agent_engine.memory.sql._engine.flush_erased`).
         """
 
-        def work(connection: sa.Connection) -> int:
+        def work(connection: sa.Connection) -> Written:
             removed = self._remove_in(connection, item_ids)
             _redact_provenance_rows(connection, tokens)
             redact_events(connection, tokens)
@@ -297,12 +467,27 @@ class SQLAlchemyBackend(BaseBackend):
         query = sa.select(sa.func.count()).select_from(items).where(where_clause(where))
         return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
-    def _delete_where(self, where: Filter) -> int:
-        statement = items.delete().where(where_clause(where))
-        return self._write(lambda connection: connection.execute(statement).rowcount)
+    def _delete_where(self, where: Filter) -> Written:
+        # RETURNING names the scopes of exactly the rows deleted, whatever else commits.
+        statement = (
+            items.delete().where(where_clause(where)).returning(items.c.namespace, items.c.tier)
+        )
+
+        def work(connection: sa.Connection) -> Written:
+            scopes = [(row.namespace, row.tier) for row in connection.execute(statement)]
+            return Written(len(scopes), bump_versions(connection, scopes))
+
+        return self._write(work)
+
+    def _scope_versions(self, key: tuple[str | None, Tier | None]) -> ScopeVersions:
+        namespace, tier = key
+        return self._read_one(lambda connection: read_versions(connection, namespace, tier))
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
-        """One ``UPDATE ... SET access_count = access_count + 1``: concurrent counts add up."""
+        """One ``UPDATE ... SET access_count = access_count + 1``: concurrent counts add up.
+
+        Access counts are not indexed text, so a touch leaves the scope counters alone.
+        """
         stamp = encode_time(at)
 
         def work(connection: sa.Connection) -> int:
@@ -335,36 +520,15 @@ class SQLAlchemyBackend(BaseBackend):
             if not rows:
                 return
             ids = [row.id for row in rows]
-            size = len(rows[0].embedding)
-            same = [row for row in rows if len(row.embedding) == size]
-            matrix = np.frombuffer(b"".join(row.embedding for row in same), dtype="<f4")
-            yield [row.id for row in same], matrix.reshape(len(same), size // 4)
+            sizes = {len(row.embedding) for row in rows}
+            if len(sizes) > 1:
+                raise mixed_sizes(size // 4 for size in sizes)
+            size = sizes.pop()
+            matrix = np.frombuffer(b"".join(row.embedding for row in rows), dtype="<f4")
+            yield ids, matrix.reshape(len(rows), size // 4)
             if len(rows) < chunk:
                 return
             after = ids[-1]
-
-    def _check_dims(self, connection: sa.Connection, batch: list[ContextItem]) -> None:
-        """Vectors share one size: the embedder's, ``dim``, or that of the vectors stored."""
-        expected = self._vector_dim() or self._stored_dim
-        if expected is None:
-            stored = connection.execute(
-                sa.select(sa.func.length(items.c.embedding))
-                .where(items.c.embedding.is_not(None))
-                .limit(1)
-            ).scalar()
-            if stored is not None:
-                expected = self._stored_dim = int(stored) // 4
-        for item in batch:
-            if item.embedding is None:
-                continue
-            expected = expected or item.embedding.shape[0]
-            if item.embedding.shape[0] != expected:
-                raise DimensionMismatchError(
-                    f"item {item.id!r} has a {item.embedding.shape[0]}-dimensional vector; "
-                    f"this store holds {expected}-dimensional vectors",
-                    field="embedding",
-                    value=item.id,
-                )
 
     def close(self) -> None:
         """Release the connection pool; the backend is unusable afterwards."""
@@ -396,6 +560,52 @@ def _redact_provenance_rows(connection: sa.Connection, tokens: dict[str, str]) -
                     .where(items.c.id == row.id)
                     .values(provenance=json.dumps(after, ensure_ascii=False, separators=(",", ":")))
                 )
+
+
+def _reembed_message(meta: StoreMeta) -> str:
+    reembedding = meta.reembedding
+    if reembedding is None or reembedding.target is None:
+        return (
+            "this store holds vectors of several sizes, written before agent_engine recorded "
+            f"which embedder made them: run `{REEMBED_COMMAND}` to re-embed it with one "
+            "embedder (until then vector search and writes of vectors are refused)"
+        )
+    return (
+        f"this store is being re-embedded with {reembedding.target.describe()}, or a "
+        f"re-embedding was interrupted: run `{REEMBED_COMMAND}` to finish it (until then "
+        "vector search and writes of vectors are refused)"
+    )
+
+
+def _reembed_required(meta: StoreMeta) -> ReembedRequiredError:
+    target = meta.reembedding.target if meta.reembedding is not None else None
+    return ReembedRequiredError(_reembed_message(meta), target=target, backend="SQLAlchemyBackend")
+
+
+def _check_reembedding(connection: sa.Connection, target: EmbedderIdentity) -> None:
+    """Refuse to go on when another re-embedding (to another embedder) took the store over."""
+    current = read_meta(connection).reembedding
+    if current is None or current.target != target:
+        moved = "none" if current is None or current.target is None else current.target.name
+        raise ReembedRequiredError(
+            f"another re-embedding took this store over (to {moved}) while re-embedding "
+            f"with {target.describe()}; run `{REEMBED_COMMAND}` again once it is done",
+            target=target,
+            backend="SQLAlchemyBackend",
+        )
+
+
+def _scopes(connection: sa.Connection, ids: list[str]) -> dict[str, tuple[str, str]]:
+    """The ``(namespace, tier)`` of each stored id among ``ids``, its row locked for the write."""
+    found: dict[str, tuple[str, str]] = {}
+    for chunk in _chunks(ids):
+        query = (
+            sa.select(items.c.id, items.c.namespace, items.c.tier)
+            .where(items.c.id.in_(chunk))
+            .with_for_update()
+        )
+        found.update({row.id: (row.namespace, row.tier) for row in connection.execute(query)})
+    return found
 
 
 def _existing(connection: sa.Connection, ids: list[str]) -> set[str]:
