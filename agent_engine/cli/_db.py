@@ -16,7 +16,7 @@ from agent_engine import EmbedderIdentity
 from agent_engine.cli._errors import CommandError
 from agent_engine.cli._output import console, emit_json, err_console
 from agent_engine.cli._settings import settings
-from agent_engine.cli._store import Location, locate, make_embedder, open_store, sql_api
+from agent_engine.cli._store import Access, Location, locate, make_embedder, open_store, sql_api
 
 __all__ = ["app"]
 
@@ -82,7 +82,7 @@ def reembed(
     options = settings(ctx)
     embedder = make_embedder(options.embedder)
     # Opened without an embedder: a store made by another one must still open.
-    store = open_store(options.db)
+    store = open_store(options.db, access=Access.WRITE)
     try:
         before = store.backend.stored_identity()
         if options.json:

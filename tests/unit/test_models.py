@@ -19,7 +19,7 @@ from agent_engine import (
     TierShares,
     ValidationError,
 )
-from agent_engine.models import fingerprint_text
+from agent_engine.models import MAX_ID_LENGTH, MAX_ITEM_ID_LENGTH, fingerprint_text
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 
@@ -55,7 +55,8 @@ class TestContextItem:
             pytest.param("id", "", id="empty-id"),
             pytest.param("id", "   ", id="blank-id"),
             pytest.param("id", " padded", id="padded-id"),
-            pytest.param("id", "x" * 256, id="long-id"),
+            pytest.param("id", "x" * (MAX_ITEM_ID_LENGTH + 1), id="long-id"),
+            pytest.param("namespace", "x" * (MAX_ID_LENGTH + 1), id="long-namespace"),
             pytest.param("id", 7, id="int-id"),
             pytest.param("kind", "", id="empty-kind"),
             pytest.param("namespace", "", id="empty-namespace"),
