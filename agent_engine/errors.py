@@ -9,6 +9,7 @@ The tree::
     AgentEngineError
     ├── ValidationError (ValueError)          a value broke a model invariant
     │   ├── FilterError                       a filter or order_by is malformed
+    │   │   └── FilterTooLargeError           a filter is past the language's size limits
     │   └── DimensionMismatchError            a vector has the wrong length
     ├── ItemNotFoundError (LookupError)       no item with that id (in that scope)
     ├── DuplicateItemError                    add() of an id that already exists
@@ -36,6 +37,7 @@ __all__ = [
     "DuplicateItemError",
     "EmbeddingError",
     "FilterError",
+    "FilterTooLargeError",
     "IndexCorruptError",
     "ItemNotFoundError",
     "SchemaVersionError",
@@ -66,6 +68,20 @@ class FilterError(ValidationError):
     Raised instead of returning an empty result: a typo in a filter must not look like
     "nothing matched".
     """
+
+
+class FilterTooLargeError(FilterError):
+    """A filter is past one of the size limits of the filter language (``docs/filters.md``).
+
+    The limits keep the cost of compiling and planning any filter small on every backend, so
+    one request cannot occupy the database. ``field`` names the field whose list is too long
+    (``None`` when the whole filter is), ``limit`` the limit and ``size`` what was given.
+    """
+
+    def __init__(self, message: str, *, field: str | None, limit: int, size: int) -> None:
+        super().__init__(message, field=field)
+        self.limit = limit
+        self.size = size
 
 
 class DimensionMismatchError(ValidationError):

@@ -33,9 +33,11 @@ from agent_engine.errors import (
     DimensionMismatchError,
     DuplicateItemError,
     FilterError,
+    FilterTooLargeError,
     ItemNotFoundError,
     ValidationError,
 )
+from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Status, Tier
 
@@ -488,6 +490,45 @@ class BackendConformance:
         """A filter that is not a dict is refused, not treated as empty."""
         with pytest.raises(FilterError):
             filled.query(["kind", "note"])  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize(
+        "filters",
+        [
+            pytest.param(
+                {"tags": {"$all": [f"t{n}" for n in range(MAX_LIST_VALUES + 1)]}}, id="tag-list"
+            ),
+            pytest.param(
+                {"kind": {"$in": [f"k{n}" for n in range(MAX_LIST_VALUES + 1)]}}, id="value-list"
+            ),
+            pytest.param(
+                {
+                    field: {"$nin": [f"v{n}" for n in range(MAX_LIST_VALUES)]}
+                    for field in ("id", "kind", "source", "session", "namespace", "fingerprint")
+                },
+                id="values-in-all",
+            ),
+        ],
+    )
+    def test_filters_past_the_size_limits_are_refused(
+        self, filled: MemoryBackend, filters: dict[str, Any]
+    ) -> None:
+        """A filter past the limits of docs/filters.md is refused before the store is touched.
+
+        Every method that takes a filter raises FilterTooLargeError, and nothing is deleted.
+        """
+        calls: list[Callable[[], object]] = [
+            lambda: filled.query(filters),
+            lambda: filled.count(filters),
+            lambda: filled.clear(filters),
+            lambda: filled.search("memory", filters=filters),
+            lambda: filled.lexical_search("memory", filters=filters),
+        ]
+        for call in calls:
+            with pytest.raises(FilterTooLargeError) as info:
+                call()
+            assert info.value.limit in {MAX_LIST_VALUES, MAX_VALUES}
+            assert info.value.size > info.value.limit
+        assert filled.count() == 30
 
     # ------------------------------------------------------------------ bad input
 
