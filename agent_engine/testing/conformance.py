@@ -37,7 +37,7 @@ from agent_engine.errors import (
     ItemNotFoundError,
     ValidationError,
 )
-from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES
+from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, parse_filter
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Status, Tier
 
@@ -530,6 +530,67 @@ class BackendConformance:
             assert info.value.size > info.value.limit
         assert filled.count() == 30
 
+    def test_filters_at_the_size_limits_match_the_oracle(self, filled: MemoryBackend) -> None:
+        """The longest lists the language accepts give the oracle's answer, and promptly.
+
+        If this fails or hangs on a SQL store, check that a list compiles to one parameter or
+        one read of the tag table rather than to a clause per value (a chain of a thousand
+        ``EXISTS`` exceeds SQLite's expression depth and takes PostgreSQL's planner hours).
+        """
+        many = [f"tag-{n:04d}" for n in range(MAX_LIST_VALUES)]
+        extra = [make_item(30, tags=many), make_item(31, tags=[*many[:-1], "odd"])]
+        filled.add_many(extra)
+        universe = [make_item(n) for n in range(30)] + extra
+        cases: list[dict[str, Any]] = [
+            {"tags": {"$all": many}},
+            {"tags": {"$all": [*many[1:], "odd"]}},
+            {"tags": {"$in": [*many[2:], "even", "none"]}},
+            {"tags": {"$nin": [*many[1:], "x"]}},
+            {"kind": {"$in": [*(f"k{n}" for n in range(MAX_LIST_VALUES - 1)), "note"]}},
+            {"id": {"$nin": [make_item(n).id for n in range(1, MAX_LIST_VALUES + 1)]}},
+        ]
+        for filters in cases:
+            want = sorted(item.id for item in universe if _oracle_match(item, filters))
+            assert sorted(_ids(filled.query(filters, limit=None))) == want, list(filters)
+            assert filled.count(filters) == len(want)
+
+    def test_tag_lists_of_every_length_match_the_oracle(self, backend: MemoryBackend) -> None:
+        """Tag lists of one to eight tags, alone, mixed and joined, give the oracle's answer.
+
+        SQL stores compile short and long lists apart, and pool the tags that several
+        conditions (or filters joined with ``Filter.and_``) require or forbid.
+        """
+        pool = [f"t{n}" for n in range(8)]  # items carry t0..t5 only
+        items = [
+            make_item(n, tags=tuple(tag for bit, tag in enumerate(pool[:6]) if n >> bit & 1))
+            for n in range(64)
+        ]
+        backend.add_many(items)
+        documents: list[dict[str, Any]] = [
+            {"tags": {op: pool[:size]}} for size in range(1, 9) for op in ("$all", "$in", "$nin")
+        ]
+        documents += [
+            {"tags": {"$all": pool[:5], "$ne": "t5"}},
+            {"tags": {"$eq": "t0", "$all": pool[1:5], "$nin": ["t5"], "$in": ["t5", "t4"]}},
+            {"tags": {"$ne": "t0", "$nin": pool[1:6], "$exists": False}},
+        ]
+        for document in documents:
+            want = sorted(item.id for item in items if _oracle_match(item, document))
+            assert sorted(_ids(backend.query(document, limit=None))) == want, document
+        parts: list[dict[str, Any]] = [
+            {"tags": "t0"},
+            {"tags": {"$all": pool[1:4]}},
+            {"tags": {"$all": pool[2:5]}},
+            {"tags": {"$ne": "t5"}},
+            {"tags": {"$nin": pool[6:]}},
+        ]
+        joined = Filter()
+        for part in parts:
+            joined = joined.and_(parse_filter(part))
+        want = sorted(i.id for i in items if all(_oracle_match(i, part) for part in parts))
+        assert sorted(_ids(backend.query(joined, limit=None))) == want
+        assert backend.count(joined) == len(want)
+
     # ------------------------------------------------------------------ bad input
 
     @pytest.mark.parametrize(
@@ -887,7 +948,7 @@ class BackendConformance:
 # ----------------------------------------------------------------------------- oracle
 
 _KINDS = ("a", "b", "c")
-_TAGS = ("t1", "t2", "t3")
+_TAGS = ("t1", "t2", "t3", "t4", "t5", "t6")
 _ORDERS = (
     "timestamp",
     "-timestamp",
@@ -916,7 +977,7 @@ def _items(draw: st.DrawFn) -> ContextItem:
         text=draw(st.text(max_size=20).filter(lambda s: "\x00" not in s)),
         namespace=draw(st.sampled_from(("n1", "n2"))),
         timestamp=T0 + timedelta(minutes=draw(minutes)),
-        tags=draw(st.lists(st.sampled_from(_TAGS), max_size=3)),
+        tags=draw(st.lists(st.sampled_from(_TAGS), max_size=6)),
         importance=draw(st.sampled_from((0.0, 0.25, 0.5, 1.0))),
         token_cost=draw(st.one_of(st.none(), st.integers(min_value=0, max_value=5))),
         access_count=draw(st.integers(min_value=0, max_value=3)),
@@ -956,11 +1017,12 @@ def _filter_docs(draw: st.DrawFn) -> dict[str, Any]:
             st.dictionaries(st.sampled_from(("$gte", "$lt", "$ne")), time, min_size=1),
         ),
         "status": st.sampled_from([s.value for s in Status]),
+        # Lists cross the length at which SQL stores switch from a probe per tag to one read.
         "tags": st.one_of(
             st.sampled_from(_TAGS),
-            st.lists(st.sampled_from(_TAGS), max_size=2),
-            st.fixed_dictionaries({"$all": st.lists(st.sampled_from(_TAGS), max_size=2)}),
-            st.fixed_dictionaries({"$nin": st.lists(st.sampled_from(_TAGS), max_size=2)}),
+            st.lists(st.sampled_from(_TAGS), max_size=6),
+            st.fixed_dictionaries({"$all": st.lists(st.sampled_from(_TAGS), max_size=6)}),
+            st.fixed_dictionaries({"$nin": st.lists(st.sampled_from(_TAGS), max_size=6)}),
             st.fixed_dictionaries({"$ne": st.sampled_from(_TAGS)}),
             st.fixed_dictionaries({"$exists": st.booleans()}),
         ),

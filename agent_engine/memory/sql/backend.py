@@ -79,6 +79,7 @@ class SQLAlchemyBackend(BaseBackend):
         self.embedder = embedder
         self.dim = dim
         self._engine = create_engine(self.url)
+        self._dialect = self._engine.dialect.name
         # One shared connection (an in-memory SQLite database) must not interleave threads.
         shared = isinstance(self._engine.pool, StaticPool)
         self._guard: contextlib.AbstractContextManager[Any] = (
@@ -246,16 +247,17 @@ class SQLAlchemyBackend(BaseBackend):
         return self._write(work)
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
-        query = select_items(where, order, limit)
+        query = select_items(where, order, limit, self._dialect)
         rows = self._read_one(lambda connection: connection.execute(query).all())
         return [row_item(row) for row in rows]
 
     def _count(self, where: Filter) -> int:
-        query = sa.select(sa.func.count()).select_from(items).where(where_clause(where))
+        condition = where_clause(where, self._dialect)
+        query = sa.select(sa.func.count()).select_from(items).where(condition)
         return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
     def _delete_where(self, where: Filter) -> int:
-        statement = items.delete().where(where_clause(where))
+        statement = items.delete().where(where_clause(where, self._dialect))
         return self._write(lambda connection: connection.execute(statement).rowcount)
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
@@ -281,7 +283,7 @@ class SQLAlchemyBackend(BaseBackend):
         Each chunk is its own short read, so a long search holds no transaction open between
         chunks and never more than ``chunk`` vectors in memory.
         """
-        condition = sa.and_(where_clause(where), items.c.embedding.is_not(None))
+        condition = sa.and_(where_clause(where, self._dialect), items.c.embedding.is_not(None))
         after: str | None = None
         while True:
             query = sa.select(items.c.id, items.c.embedding).where(condition)
