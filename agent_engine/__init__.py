@@ -43,6 +43,7 @@ from agent_engine.errors import (
     FilterTooLargeError,
     IndexCorruptError,
     ItemNotFoundError,
+    QueryTimeoutError,
     SchemaVersionError,
     ValidationError,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "ProjectMemoryStore",
     "PromotionResult",
     "Provenance",
+    "QueryTimeoutError",
     "RRFScorer",
     "RandomScorer",
     "RecencyScorer",

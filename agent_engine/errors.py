@@ -18,7 +18,8 @@ The tree::
     └── BackendError                          storage failed (driver errors wrap into this)
         ├── BackendUnavailableError           cannot reach or open the store
         ├── SchemaVersionError                database schema is older or newer than the code
-        └── IndexCorruptError                 a saved vector index cannot be used
+        ├── IndexCorruptError                 a saved vector index cannot be used
+        └── QueryTimeoutError (TimeoutError)  a statement ran past the statement timeout
 
 Driver exceptions (SQLAlchemy, FAISS, sqlite3) never reach callers: backends translate them
 at their boundary with ``raise ... from exc`` so the cause stays in the traceback.
@@ -40,6 +41,7 @@ __all__ = [
     "FilterTooLargeError",
     "IndexCorruptError",
     "ItemNotFoundError",
+    "QueryTimeoutError",
     "SchemaVersionError",
     "ValidationError",
 ]
@@ -163,3 +165,15 @@ class SchemaVersionError(BackendError):
 
 class IndexCorruptError(BackendError):
     """A saved vector index is unreadable or out of step with its record store."""
+
+
+class QueryTimeoutError(BackendError, TimeoutError):
+    """A statement ran past the backend's statement timeout and was cancelled.
+
+    Its transaction was rolled back, so nothing of the call was written. ``timeout`` is the
+    limit in seconds (``SQLAlchemyBackend(statement_timeout=...)``).
+    """
+
+    def __init__(self, message: str, *, timeout: float, backend: str | None = None) -> None:
+        super().__init__(message, backend=backend)
+        self.timeout = timeout

@@ -133,7 +133,12 @@ def _open(
 ) -> Scope:
     options = settings(ctx)
     embedder = make_embedder(options.embedder) if embed else None
-    store = open_store(options.db, embedder=embedder, create=create)
+    store = open_store(
+        options.db,
+        embedder=embedder,
+        create=create,
+        statement_timeout=options.statement_timeout,
+    )
     ctx.call_on_close(store.backend.close)
     return Scope(
         store,

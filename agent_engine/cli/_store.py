@@ -177,25 +177,33 @@ def locate(url: str | None, *, create: bool = False) -> Location:
     return Location(target, scheme, path)
 
 
-def open_store(url: str | None, *, embedder: Embedder | None = None, create: bool = False) -> Store:
+def open_store(
+    url: str | None,
+    *,
+    embedder: Embedder | None = None,
+    create: bool = False,
+    statement_timeout: float | None = None,
+) -> Store:
     """Open the store at ``url`` (``None``: the default, created on first use).
 
     An empty database met with ``create`` (or at the default location) is brought to the
     current schema first; an older one is refused with the command that upgrades it.
+    ``statement_timeout`` is the SQL backend's (``None``: its default).
     """
     where = locate(url, create=create)
     if where.scheme == "memory":
         return Store(where.url, InMemoryBackend(embedder=embedder), "memory")
     api = sql_api()
+    options: dict[str, Any] = {"embedder": embedder, "statement_timeout": statement_timeout}
     try:
-        backend = api.backend(where.url, embedder=embedder)
+        backend = api.backend(where.url, **options)
     except SchemaVersionError as exc:
         may_create = create or (url is None and not os.environ.get(DB_ENV))
         if exc.current is not None or not may_create:
             raise
         # An empty database: bring it to the current schema, as a first use should.
         api.upgrade(where.url)
-        backend = api.backend(where.url, embedder=embedder)
+        backend = api.backend(where.url, **options)
     return Store(where.url, backend, where.scheme, where.path)
 
 

@@ -27,6 +27,7 @@ from agent_engine.errors import (
     DimensionMismatchError,
     DuplicateItemError,
     ItemNotFoundError,
+    QueryTimeoutError,
 )
 from agent_engine.filters import Filter, Order
 from agent_engine.memory.audit import AuditStore
@@ -35,9 +36,12 @@ from agent_engine.memory.sql._audit import SQLAuditStore
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     SNAPSHOT_FREE,
+    TIMEOUT_ENV,
     create_engine,
     default_database_url,
+    resolve_statement_timeout,
     retrying,
+    timed_out,
 )
 from agent_engine.memory.sql._filters import select_items, where_clause
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
@@ -62,6 +66,11 @@ class SQLAlchemyBackend(BaseBackend):
     ``upgrade`` is true; one written by a newer agent_engine is always refused and never
     written to. ``embedder`` and ``dim`` are as for
     :class:`~agent_engine.memory.inmemory.InMemoryBackend`.
+
+    ``statement_timeout`` bounds every statement, in seconds: ``None`` takes
+    ``$AGENT_ENGINE_STATEMENT_TIMEOUT``, else 30; ``0`` sets no limit. A statement that runs
+    past it is cancelled, its transaction rolled back, and the call raises
+    :class:`~agent_engine.errors.QueryTimeoutError`.
     """
 
     capabilities = Capabilities(vector_search=True, persistent=True, atomic_batches=True)
@@ -74,11 +83,13 @@ class SQLAlchemyBackend(BaseBackend):
         dim: int | None = None,
         upgrade: bool = False,
         create: bool = True,
+        statement_timeout: float | None = None,
     ) -> None:
         self.url = url if url is not None else default_database_url()
         self.embedder = embedder
         self.dim = dim
-        self._engine = create_engine(self.url)
+        self.statement_timeout = resolve_statement_timeout(statement_timeout)
+        self._engine = create_engine(self.url, timeout_s=self.statement_timeout)
         self._dialect = self._engine.dialect.name
         # One shared connection (an in-memory SQLite database) must not interleave threads.
         shared = isinstance(self._engine.pool, StaticPool)
@@ -140,6 +151,14 @@ class SQLAlchemyBackend(BaseBackend):
         try:
             return retrying(attempt, "write" if write else "read")
         except exc.OperationalError as error:
+            if self.statement_timeout and timed_out(error):
+                raise QueryTimeoutError(
+                    f"a statement ran past the statement timeout of {self.statement_timeout:g} s "
+                    "and was cancelled; its transaction was rolled back (raise the limit with "
+                    f"statement_timeout= or ${TIMEOUT_ENV})",
+                    timeout=self.statement_timeout,
+                    backend="SQLAlchemyBackend",
+                ) from error
             raise BackendUnavailableError(
                 f"database error: {error.orig}", backend="SQLAlchemyBackend"
             ) from error
@@ -252,8 +271,9 @@ class SQLAlchemyBackend(BaseBackend):
         return [row_item(row) for row in rows]
 
     def _count(self, where: Filter) -> int:
-        condition = where_clause(where, self._dialect)
-        query = sa.select(sa.func.count()).select_from(items).where(condition)
+        query = (
+            sa.select(sa.func.count()).select_from(items).where(where_clause(where, self._dialect))
+        )
         return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
     def _delete_where(self, where: Filter) -> int:
