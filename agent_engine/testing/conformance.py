@@ -355,6 +355,24 @@ class BackendConformance:
             ),
             pytest.param({"importance": 1}, lambda i: i.importance == 1.0, id="int-vs-float"),
             pytest.param(
+                {"importance": {"$in": [0, 0.5, 2]}},
+                lambda i: i.importance in {0, 0.5},
+                id="in-ints-and-floats",
+            ),
+            pytest.param(
+                {"token_cost": {"$in": [3, 0.5, 4.0]}},
+                lambda i: i.token_cost in {3, 4},
+                id="int-field-in-floats",
+            ),
+            pytest.param(
+                {"access_count": {"$in": [2**70, 2]}},
+                lambda i: i.access_count == 2,
+                id="in-beyond-64-bits",
+            ),
+            pytest.param(
+                {"access_count": {"$nin": [-(2**70)]}}, lambda _: True, id="nin-beyond-64-bits"
+            ),
+            pytest.param(
                 {"timestamp": {"$gte": T0 + timedelta(minutes=10)}},
                 lambda i: i.timestamp >= T0 + timedelta(minutes=10),
                 id="datetime-gte",
@@ -1004,6 +1022,7 @@ def _filter_docs(draw: st.DrawFn) -> dict[str, Any]:
             st.dictionaries(
                 st.sampled_from(("$gt", "$gte", "$lt", "$lte", "$ne")), number, min_size=1
             ),
+            st.fixed_dictionaries({"$in": st.lists(number, max_size=3)}),
         ),
         "token_cost": st.one_of(
             st.none(),

@@ -140,7 +140,9 @@ def _membership(condition: Condition, dialect: str) -> sa.ColumnElement[bool]:
     """``$in``/``$nin`` with Python's ``in``: a null matches only a listed ``None``."""
     column = items.c[condition.field]
     raw: tuple[Any, ...] = condition.value
-    values = [_value(v) for v in raw if v is not None]
+    # No column holds an integer past 64 bits, so such a value equals nothing (and neither
+    # driver would send it).
+    values = [_value(v) for v in raw if v is not None and not _beyond_64_bits(v)]
     has_null = any(v is None for v in raw)
     if condition.op is Op.IN:
         inside = _one_of(column, values, condition.spec.kind, dialect)
@@ -164,11 +166,18 @@ def _one_of(
     if dialect != "postgresql":
         return column.in_(values)
     array_type = _ARRAY_TYPES.get(kind)
-    if array_type is None:  # numbers: integers compare exactly, any float makes it float8
-        exact = all(isinstance(v, int) for v in values)
-        array_type = postgresql.ARRAY(sa.BigInteger() if exact else sa.Float())
+    if array_type is None:  # numbers: one array holds one type
+        if all(isinstance(v, int) for v in values):
+            array_type = postgresql.ARRAY(sa.BigInteger())
+        else:  # exact for every stored number: 32-bit integers and importance in [0, 1]
+            array_type = postgresql.ARRAY(sa.Float())
+            values = [float(v) for v in values]
     listed = sa.bindparam(None, values, type_=array_type)
     return column == sa.any_(listed)
+
+
+def _beyond_64_bits(value: Any) -> bool:
+    return isinstance(value, int) and not -(2**63) <= value < 2**63
 
 
 # ----------------------------------------------------------------------------- tags
