@@ -9,6 +9,7 @@ The tree::
     AgentEngineError
     ├── ValidationError (ValueError)          a value broke a model invariant
     │   ├── FilterError                       a filter or order_by is malformed
+    │   │   └── FilterTooLargeError           a filter is past the language's size limits
     │   ├── DimensionMismatchError            a vector has the wrong length
     │   └── EmbedderMismatchError             a store's vectors were made by another model
     ├── ItemNotFoundError (LookupError)       no item with that id (in that scope)
@@ -19,7 +20,8 @@ The tree::
         ├── BackendUnavailableError           cannot reach or open the store
         ├── SchemaVersionError                database schema is older or newer than the code
         ├── ReembedRequiredError              a store's vectors are being (or must be) re-embedded
-        └── IndexCorruptError                 a saved vector index cannot be used
+        ├── IndexCorruptError                 a saved vector index cannot be used
+        └── QueryTimeoutError (TimeoutError)  a statement ran past the statement timeout
 
 Driver exceptions (SQLAlchemy, FAISS, sqlite3) never reach callers: backends translate them
 at their boundary with ``raise ... from exc`` so the cause stays in the traceback.
@@ -39,8 +41,10 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingError",
     "FilterError",
+    "FilterTooLargeError",
     "IndexCorruptError",
     "ItemNotFoundError",
+    "QueryTimeoutError",
     "ReembedRequiredError",
     "SchemaVersionError",
     "ValidationError",
@@ -70,6 +74,20 @@ class FilterError(ValidationError):
     Raised instead of returning an empty result: a typo in a filter must not look like
     "nothing matched".
     """
+
+
+class FilterTooLargeError(FilterError):
+    """A filter is past one of the size limits of the filter language (``docs/filters.md``).
+
+    The limits keep the cost of compiling and planning any filter small on every backend, so
+    one request cannot occupy the database. ``field`` names the field whose list is too long
+    (``None`` when the whole filter is), ``limit`` the limit and ``size`` what was given.
+    """
+
+    def __init__(self, message: str, *, field: str | None, limit: int, size: int) -> None:
+        super().__init__(message, field=field)
+        self.limit = limit
+        self.size = size
 
 
 class DimensionMismatchError(ValidationError):
@@ -184,3 +202,15 @@ class ReembedRequiredError(BackendError):
 
 class IndexCorruptError(BackendError):
     """A saved vector index is unreadable or out of step with its record store."""
+
+
+class QueryTimeoutError(BackendError, TimeoutError):
+    """A statement ran past the backend's statement timeout and was cancelled.
+
+    Its transaction was rolled back, so nothing of the call was written. ``timeout`` is the
+    limit in seconds (``SQLAlchemyBackend(statement_timeout=...)``).
+    """
+
+    def __init__(self, message: str, *, timeout: float, backend: str | None = None) -> None:
+        super().__init__(message, backend=backend)
+        self.timeout = timeout

@@ -7,6 +7,11 @@ backend compiles the same tree to SQL, so there is one grammar and one set of er
 every backend. Anything outside the grammar (an unknown field or operator, a value of the
 wrong type) raises :class:`~agent_engine.errors.FilterError`; it never quietly matches
 nothing.
+
+A filter's size is bounded (:data:`MAX_LIST_VALUES`, :data:`MAX_VALUES`,
+:data:`MAX_CONDITIONS`) and checked whenever a :class:`Filter` is built, however it is built,
+so a filter past a limit raises :class:`~agent_engine.errors.FilterTooLargeError` before any
+backend sees it: no request can make a database plan or scan for minutes.
 """
 
 from __future__ import annotations
@@ -20,11 +25,14 @@ from typing import Any, Final, cast
 
 import attrs
 
-from agent_engine.errors import FilterError
+from agent_engine.errors import FilterError, FilterTooLargeError
 from agent_engine.models import ContextItem, Status, Tier
 
 __all__ = [
     "FIELDS",
+    "MAX_CONDITIONS",
+    "MAX_LIST_VALUES",
+    "MAX_VALUES",
     "Condition",
     "FieldKind",
     "FieldSpec",
@@ -103,6 +111,18 @@ class Op(enum.StrEnum):
 _COMPARISONS: Final = frozenset({Op.GT, Op.GTE, Op.LT, Op.LTE})
 _MEMBERSHIP: Final = frozenset({Op.IN, Op.NIN, Op.ALL})
 
+MAX_LIST_VALUES: Final = 1_000
+"""The most values one ``$in``, ``$nin`` or ``$all`` list may hold (before duplicates drop)."""
+MAX_VALUES: Final = 5_000
+"""The most values a whole filter may carry: each list counts its length, any other operand one.
+
+Far below the bound-parameter limits of SQLite (32,766) and PostgreSQL (65,535)."""
+MAX_CONDITIONS: Final = 64
+"""The most conditions a filter may hold, counting those a tier store adds for its scope (two).
+
+A document can hardly reach it (each field takes each operator once); filters combined with
+:meth:`Filter.and_` can, and each condition on tags costs the database planner a join."""
+
 
 @attrs.frozen
 class Condition:
@@ -134,6 +154,7 @@ class Filter:
     )
 
     def __attrs_post_init__(self) -> None:
+        _check_size(self.conditions)
         # Resolve each condition's test once: matches() runs per item on hot paths.
         tests = tuple(
             (
@@ -235,6 +256,7 @@ def _condition(spec: FieldSpec, op: Op, operand: Any) -> Condition:
     if op in _MEMBERSHIP:
         if not isinstance(operand, list | tuple | set | frozenset):
             raise FilterError(f"{op} on {field!r} takes a list", field=field, value=operand)
+        _check_list(field, op, len(operand))
         return Condition(field, op, tuple(_scalar(spec, op, v) for v in operand))
     if operand is None:
         return _null_condition(spec, op)
@@ -264,8 +286,45 @@ def _tags_condition(spec: FieldSpec, op: Op, operand: Any) -> Condition:
     if op in _MEMBERSHIP:
         if not isinstance(operand, list | tuple | set | frozenset):
             raise FilterError(f"{op} on tags takes a list of tags", field=field, value=operand)
+        _check_list(field, op, len(operand))
         return Condition(field, op, tuple(dict.fromkeys(_tag(tag) for tag in operand)))
     raise FilterError(f"{op} does not apply to tags", field=field, value=operand)
+
+
+def _check_list(field: str, op: Op, size: int) -> None:
+    """Refuse a list past :data:`MAX_LIST_VALUES` (before its values are even looked at)."""
+    if size > MAX_LIST_VALUES:
+        raise FilterTooLargeError(
+            f"{op} on {field!r} lists {size} values; a list holds at most {MAX_LIST_VALUES}",
+            field=field,
+            limit=MAX_LIST_VALUES,
+            size=size,
+        )
+
+
+def _check_size(conditions: tuple[Condition, ...]) -> None:
+    """Refuse a filter past the size limits (see the module docstring for why)."""
+    if len(conditions) > MAX_CONDITIONS:
+        raise FilterTooLargeError(
+            f"the filter has {len(conditions)} conditions; a filter holds at most {MAX_CONDITIONS}",
+            field=None,
+            limit=MAX_CONDITIONS,
+            size=len(conditions),
+        )
+    values = 0
+    for condition in conditions:
+        if condition.op in _MEMBERSHIP:
+            _check_list(condition.field, condition.op, len(condition.value))
+            values += len(condition.value)
+        else:
+            values += 1
+    if values > MAX_VALUES:
+        raise FilterTooLargeError(
+            f"the filter carries {values} values; a filter carries at most {MAX_VALUES}",
+            field=None,
+            limit=MAX_VALUES,
+            size=values,
+        )
 
 
 def _tag(value: Any) -> str:

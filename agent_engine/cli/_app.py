@@ -75,6 +75,19 @@ def root(
             help="Print the version and exit.",
         ),
     ] = False,
+    statement_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--statement-timeout",
+            metavar="SECONDS",
+            min=0,
+            help=(
+                "Cancel any SQL statement that runs longer (0: no limit). "
+                "Default: $AGENT_ENGINE_STATEMENT_TIMEOUT, else 30."
+            ),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Tiered memory and context assembly for LLM agents."""
     found = ctx.find_object(Settings)
@@ -84,6 +97,7 @@ def root(
     settings.debug = debug
     settings.yes = yes
     settings.embedder = embedder.value
+    settings.statement_timeout = statement_timeout
     if debug:
         # The command is the application, so configuring logging is its call (never the
         # library's): agent_engine's debug events go to stderr, other libraries stay quiet.

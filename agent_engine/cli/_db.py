@@ -82,7 +82,7 @@ def reembed(
     options = settings(ctx)
     embedder = make_embedder(options.embedder)
     # Opened without an embedder: a store made by another one must still open.
-    store = open_store(options.db, access=Access.WRITE)
+    store = open_store(options.db, access=Access.WRITE, statement_timeout=options.statement_timeout)
     try:
         before = store.backend.stored_identity()
         if options.json:

@@ -248,7 +248,12 @@ def demo(
     out = console()
     sample = SampleProject.load()
     embedder = make_embedder(options.embedder)
-    store = open_store(options.db, embedder=embedder, access=Access.CREATE)
+    store = open_store(
+        options.db,
+        embedder=embedder,
+        access=Access.CREATE,
+        statement_timeout=options.statement_timeout,
+    )
     ctx.call_on_close(store.backend.close)
     assembler = ContextAssembler(store.backend, confirm=make_confirm(yes or options.yes))
     task = sample.task

@@ -150,7 +150,12 @@ def _open(
 ) -> Scope:
     options = settings(ctx)
     embedder = make_embedder(options.embedder) if embed else None
-    store = open_store(options.db, embedder=embedder, access=access)
+    store = open_store(
+        options.db,
+        embedder=embedder,
+        access=access,
+        statement_timeout=options.statement_timeout,
+    )
     ctx.call_on_close(store.backend.close)
     project_id = project or default_project()
     user_id = user or default_user()

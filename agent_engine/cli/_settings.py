@@ -57,6 +57,8 @@ class Settings:
     debug: bool = False
     yes: bool = False
     embedder: str = "auto"
+    statement_timeout: float | None = None
+    """Seconds per SQL statement; ``None``: the backend's default (its environment variable)."""
 
 
 def settings(ctx: typer.Context) -> Settings:

@@ -205,14 +205,19 @@ def locate(url: str | None, *, create: bool = False) -> Location:
 
 
 def open_store(
-    url: str | None, *, embedder: Embedder | None = None, access: Access = Access.READ
+    url: str | None,
+    *,
+    embedder: Embedder | None = None,
+    access: Access = Access.READ,
+    statement_timeout: float | None = None,
 ) -> Store:
     """Open the store at ``url`` (``None``: the default) for what a command does with it.
 
     ``Access.CREATE`` gives an empty database the current schema. Otherwise a store never
     written to (the default file before its first use, a database without a schema) is
     left as it is and opened :attr:`~Store.empty`. A schema older or newer than the code is
-    refused with the command that upgrades it, whatever the access.
+    refused with the command that upgrades it, whatever the access. ``statement_timeout`` is
+    the SQL backend's (``None``: its default).
     """
     where = locate(url, create=access is Access.CREATE)
     if where.scheme == "memory":
@@ -227,6 +232,7 @@ def open_store(
         embedder=embedder,
         create=access is Access.CREATE,
         read_only=access is Access.READ,
+        statement_timeout=statement_timeout,
     )
     return Store(where.url, backend, where.scheme, where.path)
 

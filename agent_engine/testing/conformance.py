@@ -34,9 +34,11 @@ from agent_engine.errors import (
     DuplicateItemError,
     EmbeddingError,
     FilterError,
+    FilterTooLargeError,
     ItemNotFoundError,
     ValidationError,
 )
+from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, parse_filter
 from agent_engine.memory.audit import erasure_token
 from agent_engine.memory.backend import MemoryBackend, embedding_text
 from agent_engine.models import AuditAction, AuditEvent, ContextItem, Provenance, Status, Tier
@@ -355,6 +357,24 @@ class BackendConformance:
             ),
             pytest.param({"importance": 1}, lambda i: i.importance == 1.0, id="int-vs-float"),
             pytest.param(
+                {"importance": {"$in": [0, 0.5, 2]}},
+                lambda i: i.importance in {0, 0.5},
+                id="in-ints-and-floats",
+            ),
+            pytest.param(
+                {"token_cost": {"$in": [3, 0.5, 4.0]}},
+                lambda i: i.token_cost in {3, 4},
+                id="int-field-in-floats",
+            ),
+            pytest.param(
+                {"access_count": {"$in": [2**70, 2]}},
+                lambda i: i.access_count == 2,
+                id="in-beyond-64-bits",
+            ),
+            pytest.param(
+                {"access_count": {"$nin": [-(2**70)]}}, lambda _: True, id="nin-beyond-64-bits"
+            ),
+            pytest.param(
                 {"timestamp": {"$gte": T0 + timedelta(minutes=10)}},
                 lambda i: i.timestamp >= T0 + timedelta(minutes=10),
                 id="datetime-gte",
@@ -490,6 +510,106 @@ class BackendConformance:
         """A filter that is not a dict is refused, not treated as empty."""
         with pytest.raises(FilterError):
             filled.query(["kind", "note"])  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize(
+        "filters",
+        [
+            pytest.param(
+                {"tags": {"$all": [f"t{n}" for n in range(MAX_LIST_VALUES + 1)]}}, id="tag-list"
+            ),
+            pytest.param(
+                {"kind": {"$in": [f"k{n}" for n in range(MAX_LIST_VALUES + 1)]}}, id="value-list"
+            ),
+            pytest.param(
+                {
+                    field: {"$nin": [f"v{n}" for n in range(MAX_LIST_VALUES)]}
+                    for field in ("id", "kind", "source", "session", "namespace", "fingerprint")
+                },
+                id="values-in-all",
+            ),
+        ],
+    )
+    def test_filters_past_the_size_limits_are_refused(
+        self, filled: MemoryBackend, filters: dict[str, Any]
+    ) -> None:
+        """A filter past the limits of docs/filters.md is refused before the store is touched.
+
+        Every method that takes a filter raises FilterTooLargeError, and nothing is deleted.
+        """
+        calls: list[Callable[[], object]] = [
+            lambda: filled.query(filters),
+            lambda: filled.count(filters),
+            lambda: filled.clear(filters),
+            lambda: filled.search("memory", filters=filters),
+            lambda: filled.lexical_search("memory", filters=filters),
+        ]
+        for call in calls:
+            with pytest.raises(FilterTooLargeError) as info:
+                call()
+            assert info.value.limit in {MAX_LIST_VALUES, MAX_VALUES}
+            assert info.value.size > info.value.limit
+        assert filled.count() == 30
+
+    def test_filters_at_the_size_limits_match_the_oracle(self, filled: MemoryBackend) -> None:
+        """The longest lists the language accepts give the oracle's answer, and promptly.
+
+        If this fails or hangs on a SQL store, check that a list compiles to one parameter or
+        one read of the tag table rather than to a clause per value (a chain of a thousand
+        ``EXISTS`` exceeds SQLite's expression depth and takes PostgreSQL's planner hours).
+        """
+        many = [f"tag-{n:04d}" for n in range(MAX_LIST_VALUES)]
+        extra = [make_item(30, tags=many), make_item(31, tags=[*many[:-1], "odd"])]
+        filled.add_many(extra)
+        universe = [make_item(n) for n in range(30)] + extra
+        cases: list[dict[str, Any]] = [
+            {"tags": {"$all": many}},
+            {"tags": {"$all": [*many[1:], "odd"]}},
+            {"tags": {"$in": [*many[2:], "even", "none"]}},
+            {"tags": {"$nin": [*many[1:], "x"]}},
+            {"kind": {"$in": [*(f"k{n}" for n in range(MAX_LIST_VALUES - 1)), "note"]}},
+            {"id": {"$nin": [make_item(n).id for n in range(1, MAX_LIST_VALUES + 1)]}},
+        ]
+        for filters in cases:
+            want = sorted(item.id for item in universe if _oracle_match(item, filters))
+            assert sorted(_ids(filled.query(filters, limit=None))) == want, list(filters)
+            assert filled.count(filters) == len(want)
+
+    def test_tag_lists_of_every_length_match_the_oracle(self, backend: MemoryBackend) -> None:
+        """Tag lists of one to eight tags, alone, mixed and joined, give the oracle's answer.
+
+        SQL stores compile short and long lists apart, and pool the tags that several
+        conditions (or filters joined with ``Filter.and_``) require or forbid.
+        """
+        pool = [f"t{n}" for n in range(8)]  # items carry t0..t5 only
+        items = [
+            make_item(n, tags=tuple(tag for bit, tag in enumerate(pool[:6]) if n >> bit & 1))
+            for n in range(64)
+        ]
+        backend.add_many(items)
+        documents: list[dict[str, Any]] = [
+            {"tags": {op: pool[:size]}} for size in range(1, 9) for op in ("$all", "$in", "$nin")
+        ]
+        documents += [
+            {"tags": {"$all": pool[:5], "$ne": "t5"}},
+            {"tags": {"$eq": "t0", "$all": pool[1:5], "$nin": ["t5"], "$in": ["t5", "t4"]}},
+            {"tags": {"$ne": "t0", "$nin": pool[1:6], "$exists": False}},
+        ]
+        for document in documents:
+            want = sorted(item.id for item in items if _oracle_match(item, document))
+            assert sorted(_ids(backend.query(document, limit=None))) == want, document
+        parts: list[dict[str, Any]] = [
+            {"tags": "t0"},
+            {"tags": {"$all": pool[1:4]}},
+            {"tags": {"$all": pool[2:5]}},
+            {"tags": {"$ne": "t5"}},
+            {"tags": {"$nin": pool[6:]}},
+        ]
+        joined = Filter()
+        for part in parts:
+            joined = joined.and_(parse_filter(part))
+        want = sorted(i.id for i in items if all(_oracle_match(i, part) for part in parts))
+        assert sorted(_ids(backend.query(joined, limit=None))) == want
+        assert backend.count(joined) == len(want)
 
     # ------------------------------------------------------------------ bad input
 
@@ -1028,7 +1148,7 @@ class _FailsAfter:
 # ----------------------------------------------------------------------------- oracle
 
 _KINDS = ("a", "b", "c")
-_TAGS = ("t1", "t2", "t3")
+_TAGS = ("t1", "t2", "t3", "t4", "t5", "t6")
 _ORDERS = (
     "timestamp",
     "-timestamp",
@@ -1057,7 +1177,7 @@ def _items(draw: st.DrawFn) -> ContextItem:
         text=draw(st.text(max_size=20).filter(lambda s: "\x00" not in s)),
         namespace=draw(st.sampled_from(("n1", "n2"))),
         timestamp=T0 + timedelta(minutes=draw(minutes)),
-        tags=draw(st.lists(st.sampled_from(_TAGS), max_size=3)),
+        tags=draw(st.lists(st.sampled_from(_TAGS), max_size=6)),
         importance=draw(st.sampled_from((0.0, 0.25, 0.5, 1.0))),
         token_cost=draw(st.one_of(st.none(), st.integers(min_value=0, max_value=5))),
         access_count=draw(st.integers(min_value=0, max_value=3)),
@@ -1084,6 +1204,7 @@ def _filter_docs(draw: st.DrawFn) -> dict[str, Any]:
             st.dictionaries(
                 st.sampled_from(("$gt", "$gte", "$lt", "$lte", "$ne")), number, min_size=1
             ),
+            st.fixed_dictionaries({"$in": st.lists(number, max_size=3)}),
         ),
         "token_cost": st.one_of(
             st.none(),
@@ -1097,11 +1218,12 @@ def _filter_docs(draw: st.DrawFn) -> dict[str, Any]:
             st.dictionaries(st.sampled_from(("$gte", "$lt", "$ne")), time, min_size=1),
         ),
         "status": st.sampled_from([s.value for s in Status]),
+        # Lists cross the length at which SQL stores switch from a probe per tag to one read.
         "tags": st.one_of(
             st.sampled_from(_TAGS),
-            st.lists(st.sampled_from(_TAGS), max_size=2),
-            st.fixed_dictionaries({"$all": st.lists(st.sampled_from(_TAGS), max_size=2)}),
-            st.fixed_dictionaries({"$nin": st.lists(st.sampled_from(_TAGS), max_size=2)}),
+            st.lists(st.sampled_from(_TAGS), max_size=6),
+            st.fixed_dictionaries({"$all": st.lists(st.sampled_from(_TAGS), max_size=6)}),
+            st.fixed_dictionaries({"$nin": st.lists(st.sampled_from(_TAGS), max_size=6)}),
             st.fixed_dictionaries({"$ne": st.sampled_from(_TAGS)}),
             st.fixed_dictionaries({"$exists": st.booleans()}),
         ),

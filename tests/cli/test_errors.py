@@ -107,6 +107,23 @@ class TestUserErrors:
         assert "No such command" in result.err
         assert "Traceback" not in result.err
 
+    def test_negative_statement_timeout_is_a_usage_error(self, sql_cli):
+        """--statement-timeout takes a non-negative number of seconds."""
+        result = sql_cli("--statement-timeout", "-1", "memory", "list")
+        assert result.code == 2
+        assert "--statement-timeout" in result.err
+        assert "Traceback" not in result.err
+
+    def test_bad_statement_timeout_variable(self, sql_cli):
+        """A $AGENT_ENGINE_STATEMENT_TIMEOUT that is not a number is named in one line."""
+        sql_cli.env["AGENT_ENGINE_STATEMENT_TIMEOUT"] = "soon"
+        result = sql_cli("memory", "add", "--kind", "note", "hello")
+        assert result.code == EXIT_ERROR
+        assert one_line(result.err) == (
+            "error: $AGENT_ENGINE_STATEMENT_TIMEOUT must be a number of seconds (0: no limit), "
+            "got 'soon'"
+        )
+
     def test_forget_needs_id_or_query(self, cli):
         """forget without an id or a query says what it needs."""
         result = cli("memory", "forget")

@@ -85,6 +85,15 @@ class TestLocate:
         assert store.size_bytes() is None
         assert store.revision() is None
 
+    def test_sql_store_takes_the_statement_timeout(self, tmp_path):
+        """The --statement-timeout setting reaches the SQL backend (None: its own default)."""
+        url = f"sqlite:///{tmp_path / 'x.db'}"
+        store = open_store(url, create=True, statement_timeout=2.5)
+        try:
+            assert store.backend.statement_timeout == 2.5
+        finally:
+            store.backend.close()
+
 
 class TestEmbedders:
     def test_hashing(self):

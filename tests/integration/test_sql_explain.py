@@ -1,11 +1,14 @@
 """At 100k rows the main queries of tiers and the assembler are served by indexes.
 
 The queries are compiled exactly as the backend builds them, and the planner of each dialect
-is asked (``EXPLAIN``) how it runs them after ``ANALYZE``.
+is asked (``EXPLAIN``) how it runs them after ``ANALYZE``. Every item has two tags: one of
+three areas (a third of the store each) and one of twenty topics.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime
 
 import numpy as np
@@ -16,11 +19,15 @@ from agent_engine.memory.sql import upgrade_database
 from agent_engine.memory.sql._engine import create_engine
 from agent_engine.memory.sql._filters import select_items
 from agent_engine.memory.sql._rows import encode_time
-from agent_engine.memory.sql._schema import items
+from agent_engine.memory.sql._schema import item_tags, items
 from agent_engine.testing.databases import postgres_schema
 
 ROWS = 100_000
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _tags(n):
+    return [f"area-{n % 3}", f"topic-{n % 20}"]
 
 
 def _rows():
@@ -38,7 +45,7 @@ def _rows():
             "source": "",
             "session": "",
             "timestamp": base - 1_000_000 * n,
-            "tags": "[]",
+            "tags": json.dumps(_tags(n)),
             "importance": float(importance[n]),
             "token_cost": None,
             "payload": "{}",
@@ -66,9 +73,12 @@ def _filled(url):
     upgrade_database(url)
     engine = create_engine(url)
     rows = list(_rows())
+    tags = [{"item_id": row["id"], "tag": tag} for n, row in enumerate(rows) for tag in _tags(n)]
     with engine.begin() as connection:
         for start in range(0, ROWS, 10_000):
             connection.execute(items.insert(), rows[start : start + 10_000])
+        for start in range(0, len(tags), 10_000):
+            connection.execute(item_tags.insert(), tags[start : start + 10_000])
     with engine.begin() as connection:
         connection.exec_driver_sql("ANALYZE")
     yield engine
@@ -76,7 +86,7 @@ def _filled(url):
 
 
 def _plan(engine, filters, order_by, limit):
-    query = select_items(parse_filter(filters), parse_order(order_by), limit)
+    query = select_items(parse_filter(filters), parse_order(order_by), limit, engine.dialect.name)
     sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
     with engine.connect() as connection:
@@ -115,3 +125,39 @@ def test_main_queries_use_their_index(engine, filters, order_by, index):
     assert index in plan, plan
     if engine.dialect.name == "sqlite":
         assert "SCAN ae_items\n" not in plan + "\n", plan
+
+
+_TOPICS = [f"topic-{n}" for n in range(6)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("filters", "reads"),
+    [
+        pytest.param(
+            {"namespace": "project:3", "tags": {"$all": ["area-0", "topic-3"]}}, 2, id="all-short"
+        ),
+        pytest.param({"namespace": "project:3", "tags": {"$all": _TOPICS}}, 1, id="all-long"),
+        pytest.param(
+            {"namespace": "project:3", "tags": {"$all": [f"t{n}" for n in range(1000)]}},
+            1,
+            id="all-at-the-limit",
+        ),
+        pytest.param({"namespace": "project:3", "tags": {"$in": _TOPICS}}, 1, id="in-long"),
+        pytest.param({"namespace": "project:3", "tags": {"$nin": _TOPICS}}, 1, id="nin-long"),
+        pytest.param(
+            {"namespace": "project:3", "kind": {"$in": ["kind-1", "kind-2"]}}, 0, id="kind-in"
+        ),
+    ],
+)
+def test_list_filters_read_tags_a_bounded_number_of_times(engine, filters, reads):
+    """A short tag list is a primary-key probe per tag; a long one (up to the language's limit
+    of 1,000) is one read of the tag table, and no list makes the planner scan every item."""
+    plan = _plan(engine, filters, "timestamp", 100)
+    if engine.dialect.name == "sqlite":
+        assert "SCAN ae_items\n" not in plan + "\n", plan
+        tag_reads = len(re.findall(r"^(SEARCH|SCAN) ae_item_tags\b", plan, re.MULTILINE))
+    else:
+        assert "Seq Scan on ae_items" not in plan, plan
+        tag_reads = len(re.findall(r"\bon ae_item_tags\b", plan))
+    assert tag_reads == reads, plan

@@ -6,8 +6,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent_engine import ContextItem, FilterError, Status, Tier, parse_filter
-from agent_engine.filters import Condition, Filter, Op, parse_order
+from agent_engine import ContextItem, FilterError, FilterTooLargeError, Status, Tier, parse_filter
+from agent_engine.filters import (
+    MAX_CONDITIONS,
+    MAX_LIST_VALUES,
+    MAX_VALUES,
+    Condition,
+    Filter,
+    Op,
+    parse_order,
+)
 
 
 class TestParse:
@@ -60,6 +68,52 @@ class TestParse:
     def test_status_member(self):
         """Enum members and their strings are interchangeable."""
         assert parse_filter({"status": Status.PINNED}) == parse_filter({"status": "pinned"})
+
+
+class TestLimits:
+    def test_a_list_at_the_limit_is_accepted(self):
+        """A list of exactly MAX_LIST_VALUES values parses."""
+        tags = [f"t{n}" for n in range(MAX_LIST_VALUES)]
+        assert parse_filter({"tags": {"$all": tags}}).conditions[0].value == tuple(tags)
+
+    @pytest.mark.parametrize(
+        ("field", "op"), [("tags", "$all"), ("tags", "$in"), ("kind", "$nin"), ("id", "$in")]
+    )
+    def test_a_longer_list_names_its_field_and_the_limit(self, field, op):
+        """One value more is a FilterTooLargeError (a FilterError, a ValueError) naming both."""
+        values = [f"v{n}" for n in range(MAX_LIST_VALUES + 1)]
+        with pytest.raises(FilterTooLargeError, match=rf"'{field}'.*at most 1000") as info:
+            parse_filter({field: {op: values}})
+        assert isinstance(info.value, FilterError)
+        assert isinstance(info.value, ValueError)
+        assert (info.value.field, info.value.limit, info.value.size) == (field, 1000, 1001)
+
+    def test_a_long_list_is_refused_before_its_values_are_read(self):
+        """A huge list of junk is refused for its length, without validating a million values."""
+        with pytest.raises(FilterTooLargeError):
+            parse_filter({"importance": {"$in": [object()] * 1_000_000}})
+
+    def test_values_across_the_filter_are_bounded(self):
+        """Lists within the limit one by one still may not carry more than MAX_VALUES together."""
+        fields = ("id", "kind", "source", "session", "namespace", "fingerprint")
+        document = {field: {"$in": [f"v{n}" for n in range(MAX_LIST_VALUES)]} for field in fields}
+        with pytest.raises(FilterTooLargeError, match="at most 5000") as info:
+            parse_filter(document)
+        assert (info.value.field, info.value.limit, info.value.size) == (None, MAX_VALUES, 6000)
+
+    def test_conditions_joined_with_and_are_bounded(self):
+        """Filter.and_ cannot grow a filter past MAX_CONDITIONS conditions."""
+        joined = Filter()
+        for n in range(MAX_CONDITIONS):
+            joined = joined.and_(parse_filter({"tags": f"t{n}"}))
+        with pytest.raises(FilterTooLargeError, match="at most 64") as info:
+            joined.and_(parse_filter({"kind": "note"}))
+        assert (info.value.field, info.value.size) == (None, MAX_CONDITIONS + 1)
+
+    def test_a_filter_built_directly_is_checked_too(self):
+        """Conditions built by hand meet the same limits as parsed ones."""
+        with pytest.raises(FilterTooLargeError):
+            Filter((Condition("tags", Op.ALL, tuple(f"t{n}" for n in range(2000))),))
 
 
 class TestOrder:

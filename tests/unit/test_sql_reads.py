@@ -34,12 +34,14 @@ def backend(tmp_path):
 
 def test_a_repeated_filter_reuses_its_statement():
     order = parse_order("importance")
-    first = select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 5)
-    again = select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 5)
-    other = select_items(parse_filter({"namespace": "p2", "kind": "note"}), order, 5)
+    where = parse_filter({"namespace": "p1", "kind": "note"})
+    first = select_items(where, order, 5, "sqlite")
+    again = select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 5, "sqlite")
+    other = select_items(parse_filter({"namespace": "p2", "kind": "note"}), order, 5, "sqlite")
     assert first is again
     assert other is not first
-    assert select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 6) is not first
+    assert select_items(where, order, 6, "sqlite") is not first
+    assert select_items(where, order, 5, "postgresql") is not first
 
 
 def test_reused_statements_answer_each_query_with_its_own_values(backend):

@@ -1,4 +1,4 @@
-"""Engines for the SQL backend: the default location, SQLite settings and retry on contention.
+"""Engines for the SQL backend: default location, SQLite settings, retries, statement timeout.
 
 SQLite runs in WAL mode (readers never wait for the writer) with a busy timeout, foreign keys
 on, ``secure_delete`` on (freed bytes are zeroed when they are freed, whatever the build's
@@ -7,10 +7,22 @@ write lock up front instead of upgrading a read lock mid-transaction, which SQLi
 with an immediate "database is locked" that the busy timeout cannot help. What contention
 remains (a timeout under heavy load, a PostgreSQL serialization failure or deadlock) is
 retried with a bounded exponential backoff, logged, before it reaches the caller.
+
+Every statement has a deadline (:func:`resolve_statement_timeout`). PostgreSQL enforces it
+itself: each new connection sets ``statement_timeout`` for its session, once (a startup
+``options`` entry would save that round trip, but PgBouncer refuses startup options it does
+not know, so connecting would fail behind it). SQLite has no such setting, so each
+connection gets a progress handler, which SQLite calls every few thousand virtual-machine
+steps while a statement runs and which aborts the statement once its deadline has passed.
+The deadline is set when a statement starts and lifted before ``COMMIT`` or ``ROLLBACK``,
+which are never cut short. Either way the driver reports the abort (:func:`timed_out`) and
+the transaction is rolled back. Migrations run without the deadline (:data:`UNTIMED`):
+rebuilding a large table may take longer, and it is an operator's deliberate act.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sqlite3
@@ -25,19 +37,24 @@ from sqlalchemy import event, exc
 from sqlalchemy.pool import QueuePool, StaticPool
 
 from agent_engine._log import get_logger
-from agent_engine.errors import BackendUnavailableError
+from agent_engine.errors import BackendUnavailableError, ValidationError
 
 __all__ = [
     "DB_ENV",
+    "DEFAULT_STATEMENT_TIMEOUT_S",
     "IMMEDIATE",
     "POSTGRES_INSTALL",
     "SNAPSHOT_FREE",
+    "TIMEOUT_ENV",
+    "UNTIMED",
     "create_engine",
     "default_database_url",
     "flush_erased",
     "is_sqlite",
     "retrying",
+    "resolve_statement_timeout",
     "sqlite_file",
+    "timed_out",
 ]
 
 DB_ENV = "AGENT_ENGINE_DB"
@@ -49,11 +66,22 @@ IMMEDIATE = "ae_immediate"
 SNAPSHOT_FREE = "ae_snapshot_free"
 """Execution option: a single-statement read on SQLite needs no ``BEGIN``/``COMMIT`` round trip
 (each statement is atomic on its own)."""
+UNTIMED = "ae_untimed"
+"""Execution option: the connection's statements have no deadline (schema migrations)."""
+TIMEOUT_ENV = "AGENT_ENGINE_STATEMENT_TIMEOUT"
+"""The environment variable giving the default statement timeout, in seconds (``0``: none)."""
+DEFAULT_STATEMENT_TIMEOUT_S = 30.0
+"""The statement timeout when neither the caller nor the environment sets one."""
 BUSY_TIMEOUT_S = 10.0
 RETRIES = 8
 _BACKOFF_S = 0.05
 _CONTENTION = ("database is locked", "database table is locked", "database is busy")
 _PG_RETRYABLE = frozenset({"40001", "40P01"})  # serialization failure, deadlock detected
+_PG_QUERY_CANCELED = "57014"
+_PROGRESS_STEPS = 10_000
+"""Virtual-machine steps between two looks at the deadline: a few milliseconds of work at
+most, and a negligible cost (one Python call per step batch)."""
+_DEADLINE = "ae_deadline"
 
 T = TypeVar("T")
 
@@ -71,16 +99,61 @@ def default_database_url() -> str:
     return f"sqlite:///{folder / 'memory.db'}"
 
 
+def resolve_statement_timeout(seconds: float | None = None) -> float:
+    """The statement timeout in seconds (``0``: no limit).
+
+    ``seconds`` if given, else ``$AGENT_ENGINE_STATEMENT_TIMEOUT``, else
+    :data:`DEFAULT_STATEMENT_TIMEOUT_S`. Raises :class:`~agent_engine.errors.ValidationError`
+    for anything but a finite, non-negative number (from the environment: a decimal number).
+    """
+    if seconds is None:
+        raw = os.environ.get(TIMEOUT_ENV, "").strip()
+        if not raw:
+            return DEFAULT_STATEMENT_TIMEOUT_S
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValidationError(
+                f"${TIMEOUT_ENV} must be a number of seconds (0: no limit), got {raw!r}",
+                field="statement_timeout",
+                value=raw,
+            )
+        return seconds
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
+        raise ValidationError(
+            f"statement_timeout must be a number of seconds (0: no limit), got {seconds!r}",
+            field="statement_timeout",
+            value=seconds,
+        )
+    return float(seconds)
+
+
+def timed_out(error: exc.DBAPIError) -> bool:
+    """Whether the driver error reports a statement cut off by its deadline."""
+    orig = error.orig
+    if getattr(orig, "sqlstate", None) == _PG_QUERY_CANCELED:
+        return True
+    return getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_INTERRUPT
+
+
 def is_sqlite(engine: sa.Engine) -> bool:
     """Whether ``engine`` talks to SQLite."""
     return engine.dialect.name == "sqlite"
 
 
-def create_engine(url: str, *, read_only: bool = False) -> sa.Engine:
+def create_engine(url: str, *, read_only: bool = False, timeout_s: float = 0.0) -> sa.Engine:
     """An engine for ``url`` with this backend's connection settings.
 
     ``read_only``: connections that cannot write (SQLite opened ``mode=ro``, PostgreSQL
     sessions with ``default_transaction_read_only``), and no file or folder is created.
+    ``timeout_s`` is the statement timeout in seconds (``0``: none).
     A PostgreSQL URL whose driver is not installed raises
     :class:`~agent_engine.errors.BackendUnavailableError` saying what to install.
     """
@@ -92,15 +165,15 @@ def create_engine(url: str, *, read_only: bool = False) -> sa.Engine:
         raise BackendUnavailableError(f"not a database URL: {url!r} ({error})") from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return _sqlite_engine(parsed, read_only=read_only)
+        return _sqlite_engine(parsed, read_only=read_only, timeout_s=timeout_s)
     if backend == "postgresql":
-        return _postgresql_engine(parsed, read_only=read_only)
+        return _postgresql_engine(parsed, read_only=read_only, timeout_s=timeout_s)
     raise BackendUnavailableError(
         f"unsupported database URL {url!r}: expected sqlite:///PATH or postgresql://..."
     )
 
 
-def _postgresql_engine(url: sa.URL, *, read_only: bool) -> sa.Engine:
+def _postgresql_engine(url: sa.URL, *, read_only: bool, timeout_s: float) -> sa.Engine:
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
     where = url.render_as_string(hide_password=True)
@@ -114,7 +187,7 @@ def _postgresql_engine(url: sa.URL, *, read_only: bool) -> sa.Engine:
             {"options": " ".join([*options, "-c default_transaction_read_only=on"])}
         )
     try:
-        return sa.create_engine(url, pool_pre_ping=True)
+        engine = sa.create_engine(url, pool_pre_ping=True)
     except exc.NoSuchModuleError:
         raise BackendUnavailableError(
             f"cannot open {where}: unknown PostgreSQL driver {driver!r}; use "
@@ -132,6 +205,16 @@ def _postgresql_engine(url: sa.URL, *, read_only: bool) -> sa.Engine:
         ) from None
     except exc.ArgumentError as error:
         raise BackendUnavailableError(f"cannot open {where}: {error}") from None
+    if timeout_s:
+        milliseconds = max(1, round(timeout_s * 1000))
+
+        @event.listens_for(engine, "connect")
+        def _set_timeout(dbapi_connection: Any, _record: Any) -> None:
+            with dbapi_connection.cursor() as cursor:
+                cursor.execute(f"SET statement_timeout = {milliseconds}")
+            dbapi_connection.commit()
+
+    return engine
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -150,7 +233,20 @@ def _in_memory(database: str) -> bool:
     return database in {"", ":memory:"} or "mode=memory" in database
 
 
-def _sqlite_engine(url: sa.URL, *, read_only: bool = False) -> sa.Engine:
+class _Deadline:
+    """When the statement running on one SQLite connection must stop (``None``: never)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def passed(self) -> bool:
+        """The progress handler: a true result makes SQLite abort the running statement."""
+        return self.at is not None and time.monotonic() > self.at
+
+
+def _sqlite_engine(url: sa.URL, *, read_only: bool = False, timeout_s: float = 0.0) -> sa.Engine:
     database = url.database or ""
     in_memory = _in_memory(database)
     if in_memory:
@@ -202,6 +298,8 @@ def _sqlite_engine(url: sa.URL, *, read_only: bool = False) -> sa.Engine:
             return
         connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(IMMEDIATE) else "BEGIN")
 
+    if timeout_s:
+        _add_deadlines(engine, timeout_s)
     return engine
 
 
@@ -238,6 +336,25 @@ def flush_erased(engine: sa.Engine, tables: list[str]) -> None:
             connection.exec_driver_sql("VACUUM " + ", ".join(tables))
     except exc.DBAPIError as error:
         log.warning("vacuum after erase failed", error=str(error.orig))
+
+
+def _add_deadlines(engine: sa.Engine, timeout_s: float) -> None:
+    """Give every statement on ``engine``'s SQLite connections ``timeout_s`` seconds."""
+
+    @event.listens_for(engine, "connect")
+    def _watch(dbapi_connection: Any, record: Any) -> None:
+        deadline = record.info[_DEADLINE] = _Deadline()
+        dbapi_connection.set_progress_handler(deadline.passed, _PROGRESS_STEPS)
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _start(connection: sa.Connection, *_args: Any) -> None:
+        untimed = connection.get_execution_options().get(UNTIMED, False)
+        connection.info[_DEADLINE].at = None if untimed else time.monotonic() + timeout_s
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _lift(connection: sa.Connection) -> None:
+        connection.info[_DEADLINE].at = None
 
 
 def _retryable(error: BaseException) -> bool:

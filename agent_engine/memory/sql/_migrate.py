@@ -5,7 +5,8 @@ the wheel as ``agent_engine/_migrations``, so an installed package finds them th
 ``importlib.resources``. An upgrade runs in one transaction that first takes a lock
 (``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL) and only then reads the
 revision, so two processes upgrading the same new database at once both succeed: the second
-finds the work done.
+finds the work done. Migrations run without the backend's statement timeout: rebuilding a
+large table may take longer than any query should.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 from agent_engine.errors import BackendUnavailableError, SchemaVersionError
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
+    UNTIMED,
     create_engine,
     is_sqlite,
     retrying,
@@ -147,9 +149,10 @@ def upgrade(engine: sa.Engine, *, url: str, revision: str = "head") -> None:
 
     def run() -> None:
         with engine.connect() as connection:
-            connection.execution_options(**{IMMEDIATE: True})
+            connection.execution_options(**{IMMEDIATE: True, UNTIMED: True})
             with connection.begin():
                 if not is_sqlite(engine):
+                    connection.execute(sa.text("SET LOCAL statement_timeout = 0"))
                     connection.execute(
                         sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK}
                     )

@@ -33,6 +33,7 @@ from agent_engine.errors import (
     BackendUnavailableError,
     DuplicateItemError,
     ItemNotFoundError,
+    QueryTimeoutError,
     ReembedRequiredError,
 )
 from agent_engine.filters import Filter, Order
@@ -51,10 +52,13 @@ from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, where_t
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     SNAPSHOT_FREE,
+    TIMEOUT_ENV,
     create_engine,
     default_database_url,
     flush_erased,
+    resolve_statement_timeout,
     retrying,
+    timed_out,
 )
 from agent_engine.memory.sql._filters import select_items, where_clause
 from agent_engine.memory.sql._meta import (
@@ -100,6 +104,11 @@ class SQLAlchemyBackend(BaseBackend):
     with ``current=None``), the connections cannot write, and every write method raises
     :class:`~agent_engine.errors.BackendError` before reaching the database. Tools that
     only look (the command's ``memory list``) open stores this way.
+
+    ``statement_timeout`` bounds every statement, in seconds: ``None`` takes
+    ``$AGENT_ENGINE_STATEMENT_TIMEOUT``, else 30; ``0`` sets no limit. A statement that runs
+    past it is cancelled, its transaction rolled back, and the call raises
+    :class:`~agent_engine.errors.QueryTimeoutError`.
     """
 
     capabilities = Capabilities(vector_search=True, persistent=True, atomic_batches=True)
@@ -113,12 +122,17 @@ class SQLAlchemyBackend(BaseBackend):
         upgrade: bool = False,
         create: bool = True,
         read_only: bool = False,
+        statement_timeout: float | None = None,
     ) -> None:
         self.url = url if url is not None else default_database_url()
         self.embedder = embedder
         self.dim = dim
         self.read_only = read_only
-        self._engine = create_engine(self.url, read_only=read_only)
+        self.statement_timeout = resolve_statement_timeout(statement_timeout)
+        self._engine = create_engine(
+            self.url, read_only=read_only, timeout_s=self.statement_timeout
+        )
+        self._dialect = self._engine.dialect.name
         # One shared connection (an in-memory SQLite database) must not interleave threads.
         shared = isinstance(self._engine.pool, StaticPool)
         self._guard: contextlib.AbstractContextManager[Any] = (
@@ -323,6 +337,14 @@ class SQLAlchemyBackend(BaseBackend):
         try:
             yield
         except exc.OperationalError as error:
+            if self.statement_timeout and timed_out(error):
+                raise QueryTimeoutError(
+                    f"a statement ran past the statement timeout of {self.statement_timeout:g} s "
+                    "and was cancelled; its transaction was rolled back (raise the limit with "
+                    f"statement_timeout= or ${TIMEOUT_ENV})",
+                    timeout=self.statement_timeout,
+                    backend="SQLAlchemyBackend",
+                ) from error
             raise BackendUnavailableError(
                 f"database error: {error.orig}", backend="SQLAlchemyBackend"
             ) from error
@@ -459,18 +481,22 @@ class SQLAlchemyBackend(BaseBackend):
         return removed
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
-        query = select_items(where, order, limit)
+        query = select_items(where, order, limit, self._dialect)
         rows = self._read_one(lambda connection: connection.execute(query).all())
         return [row_item(row) for row in rows]
 
     def _count(self, where: Filter) -> int:
-        query = sa.select(sa.func.count()).select_from(items).where(where_clause(where))
+        query = (
+            sa.select(sa.func.count()).select_from(items).where(where_clause(where, self._dialect))
+        )
         return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
     def _delete_where(self, where: Filter) -> Written:
         # RETURNING names the scopes of exactly the rows deleted, whatever else commits.
         statement = (
-            items.delete().where(where_clause(where)).returning(items.c.namespace, items.c.tier)
+            items.delete()
+            .where(where_clause(where, self._dialect))
+            .returning(items.c.namespace, items.c.tier)
         )
 
         def work(connection: sa.Connection) -> Written:
@@ -509,7 +535,7 @@ class SQLAlchemyBackend(BaseBackend):
         Each chunk is its own short read, so a long search holds no transaction open between
         chunks and never more than ``chunk`` vectors in memory.
         """
-        condition = sa.and_(where_clause(where), items.c.embedding.is_not(None))
+        condition = sa.and_(where_clause(where, self._dialect), items.c.embedding.is_not(None))
         after: str | None = None
         while True:
             query = sa.select(items.c.id, items.c.embedding).where(condition)
