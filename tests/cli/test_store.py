@@ -88,7 +88,7 @@ class TestLocate:
     def test_sql_store_takes_the_statement_timeout(self, tmp_path):
         """The --statement-timeout setting reaches the SQL backend (None: its own default)."""
         url = f"sqlite:///{tmp_path / 'x.db'}"
-        store = open_store(url, create=True, statement_timeout=2.5)
+        store = open_store(url, access=Access.CREATE, statement_timeout=2.5)
         try:
             assert store.backend.statement_timeout == 2.5
         finally:
