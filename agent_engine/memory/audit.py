@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.models import AuditAction, AuditEvent
 
@@ -119,10 +120,10 @@ def redact_event(event: AuditEvent, tokens: Mapping[str, str]) -> AuditEvent:
 def check_window(since: datetime | None, until: datetime | None, limit: int | None) -> None:
     """Validate the arguments of ``events`` (shared by every audit store)."""
     for name, value in (("since", since), ("until", until)):
-        if value is not None and (not isinstance(value, datetime) or value.utcoffset() is None):
-            raise ValidationError(f"{name} must be an aware datetime", field=name, value=value)
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValidationError(f"limit must be a non-negative integer, got {limit!r}", field="limit")
+        if value is not None:
+            _validate.aware(name, value)
+    if limit is not None:
+        _validate.integer("limit", limit)
 
 
 class InMemoryAuditStore:
