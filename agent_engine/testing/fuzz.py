@@ -836,6 +836,30 @@ class BackendFuzz:
         search = seeded.lexical_search if lexical else seeded.search
         attempt(seeded, lambda: search(query, k, document), fields)
 
+    @fuzz_settings
+    @example(target="namespace", value="\ud800")
+    @example(target="limit", value=2**64)
+    @example(target="actions", value=["nope"])
+    @given(
+        target=st.sampled_from(["namespace", "since", "until", "actions", "limit"]),
+        value=st.one_of(
+            adversarial,
+            keys,
+            st.lists(st.one_of(st.sampled_from(["add", "erase"]), bad_texts), max_size=2),
+            st.integers(0, 10),
+        ),
+    )
+    def test_audit_queries(self, seeded: MemoryBackend, target: str, value: Any) -> None:
+        """The journal's queries: each argument refused naming it, or answered."""
+        calls: dict[str, Callable[[], Any]] = {
+            "namespace": lambda: seeded.audit.count(namespace=value),
+            "since": lambda: seeded.audit.events(since=value),
+            "until": lambda: seeded.audit.events(until=value),
+            "actions": lambda: seeded.audit.events(actions=value),
+            "limit": lambda: seeded.audit.events(limit=value),
+        }
+        attempt(seeded, calls[target], {target})
+
     # ------------------------------------------------------------------ tier stores
 
     @fuzz_settings

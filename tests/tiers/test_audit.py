@@ -126,6 +126,9 @@ class TestQueryArguments:
                 id="since-past-utc",
             ),
             pytest.param({"until": datetime(2024, 1, 1)}, "until", id="naive-until"),  # noqa: DTZ001
+            pytest.param({"namespace": "p\ud800"}, "namespace", id="namespace-lone-surrogate"),
+            pytest.param({"actions": ["add", "nope"]}, "actions", id="unknown-action"),
+            pytest.param({"actions": 5}, "actions", id="actions-not-a-list"),
         ],
     )
     def test_bad_windows_name_the_argument(self, backend, arguments, field):
@@ -133,3 +136,9 @@ class TestQueryArguments:
         with pytest.raises(ValidationError) as info:
             backend.audit.events(**arguments)
         assert info.value.field == field
+
+    def test_count_refuses_an_unstorable_namespace(self, backend):
+        """count(namespace=...) with a lone surrogate names the namespace."""
+        with pytest.raises(ValidationError) as info:
+            backend.audit.count(namespace="\udfff")
+        assert info.value.field == "namespace"
