@@ -25,6 +25,7 @@ from typing import Any, Final, cast
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine.errors import FilterError, FilterTooLargeError
 from agent_engine.models import ContextItem, Status, Tier
 
@@ -63,6 +64,9 @@ class FieldSpec:
     kind: FieldKind
     nullable: bool = False
     enum_type: type[enum.StrEnum] | None = None
+    max_int: int = _validate.MAX_INT
+    """Integers compared with the field (not listed) lie in ``[-max_int - 1, max_int]``: what
+    its SQL column binds."""
 
     @property
     def orderable(self) -> bool:
@@ -82,8 +86,8 @@ FIELDS: Final[Mapping[str, FieldSpec]] = {
         FieldSpec("tier", FieldKind.ENUM, enum_type=Tier),
         FieldSpec("status", FieldKind.ENUM, enum_type=Status),
         FieldSpec("importance", FieldKind.NUMBER),
-        FieldSpec("token_cost", FieldKind.NUMBER, nullable=True),
-        FieldSpec("access_count", FieldKind.NUMBER),
+        FieldSpec("token_cost", FieldKind.NUMBER, nullable=True, max_int=_validate.MAX_COUNT),
+        FieldSpec("access_count", FieldKind.NUMBER, max_int=_validate.MAX_COUNT),
         FieldSpec("timestamp", FieldKind.DATETIME),
         FieldSpec("last_accessed_at", FieldKind.DATETIME, nullable=True),
         FieldSpec("expires_at", FieldKind.DATETIME, nullable=True),
@@ -332,7 +336,7 @@ def _tag(value: Any) -> str:
         raise FilterError(
             f"a tag must be a non-empty string, got {value!r}", field="tags", value=value
         )
-    return value
+    return _validate.text("tags", value, error=FilterError)
 
 
 def _scalar(spec: FieldSpec, op: Op, value: Any) -> Any:
@@ -340,7 +344,7 @@ def _scalar(spec: FieldSpec, op: Op, value: Any) -> Any:
     if spec.kind is FieldKind.STRING:
         if not isinstance(value, str):
             raise FilterError(f"{field!r} takes strings, got {value!r}", field=field, value=value)
-        return value
+        return _validate.text(field, value, error=FilterError)
     if spec.kind is FieldKind.ENUM:
         assert spec.enum_type is not None  # noqa: S101 - FIELDS guarantees it
         try:
@@ -351,17 +355,25 @@ def _scalar(spec: FieldSpec, op: Op, value: Any) -> Any:
                 f"{field!r} takes one of {allowed}, got {value!r}", field=field, value=value
             ) from None
     if spec.kind is FieldKind.NUMBER:
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        if isinstance(value, int) and not isinstance(value, bool):
+            if op in _MEMBERSHIP:
+                # A listed integer no column holds simply equals nothing (backends leave it out).
+                return value
+            # A bound is bound in its column's type, which holds every stored number.
+            return _validate.integer(
+                field, value, minimum=-spec.max_int - 1, maximum=spec.max_int, error=FilterError
+            )
+        if not isinstance(value, float) or math.isnan(value):
             raise FilterError(f"{field!r} takes numbers, got {value!r}", field=field, value=value)
         return value
     # DATETIME
-    if not isinstance(value, datetime) or value.utcoffset() is None:
+    if not isinstance(value, datetime):
         raise FilterError(
             f"{op} on {field!r} takes a timezone-aware datetime, got {value!r}",
             field=field,
             value=value,
         )
-    return value
+    return _validate.aware(field, value, error=FilterError)
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -418,7 +430,14 @@ def parse_order(order_by: object) -> Order:
         raise FilterError(f"order_by must be a field name, got {order_by!r}", field="order_by")
     descending = not order_by.startswith("-")
     name = order_by.removeprefix("-")
-    spec = _field(name)
+    if name not in FIELDS:
+        known = ", ".join(sorted(FIELDS))
+        raise FilterError(
+            f"cannot order by unknown field {name!r}; known: {known}",
+            field="order_by",
+            value=order_by,
+        )
+    spec = FIELDS[name]
     if not spec.orderable:
         raise FilterError(f"cannot order by {name!r}", field="order_by", value=order_by)
     return Order(name, descending)

@@ -19,7 +19,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar, cast
 
@@ -27,6 +27,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from agent_engine import _validate
+from agent_engine._validate import MAX_COUNT, MAX_ID_LENGTH
 from agent_engine.errors import ValidationError
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "AuditEvent",
     "ContextItem",
     "ContextRequest",
+    "MAX_COUNT",
     "MAX_ID_LENGTH",
     "MAX_ITEM_ID_LENGTH",
     "Provenance",
@@ -42,18 +45,17 @@ __all__ = [
     "TaskState",
     "Tier",
     "TierShares",
+    "bump_count",
     "fingerprint_text",
     "new_id",
     "utcnow",
 ]
 
-MAX_ID_LENGTH: Final = 255
-"""Ids, namespaces, kinds and sources must fit an indexed SQL column on every dialect."""
-
 MAX_ITEM_ID_LENGTH: Final = 1024
 """An item id may be longer: a tier store qualifies each id with its escaped namespace."""
 
 _E = TypeVar("_E", bound=enum.StrEnum)
+_T = TypeVar("_T")
 
 Vector = npt.NDArray[np.float32]
 """A 1-D float32 embedding."""
@@ -106,39 +108,21 @@ def fingerprint_text(text: str) -> str:
 
 # ----------------------------------------------------------------------------- converters
 # Converters run before validators; each one raises ValidationError naming its field, so a
-# bad value never produces a bare TypeError from deep inside attrs or numpy.
+# bad value never produces a bare TypeError from deep inside attrs or numpy. The checks
+# themselves live in ``_validate``, shared with the backends, filters and tier stores.
 
 
 def _identifier(field: str, value: object, limit: int = MAX_ID_LENGTH) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(
-            f"{field} must be a non-empty string, got {value!r}", field=field, value=value
-        )
-    if len(value) > limit:
-        raise ValidationError(
-            f"{field} is longer than {limit} characters", field=field, value=value
-        )
-    if value != value.strip() or "\x00" in value:
-        raise ValidationError(
-            f"{field} must not contain NUL or start or end with whitespace, got {value!r}",
-            field=field,
-            value=value,
-        )
-    return value
+    return _validate.identifier(field, value, max_length=limit)
 
 
 def _string(field: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(
-            f"{field} must be a string, got {type(value).__name__}", field=field, value=value
-        )
-    if "\x00" in value:
-        raise ValidationError(
-            f"{field} contains a NUL character, which databases cannot store",
-            field=field,
-            value=value,
-        )
-    return value
+    return _validate.text(field, value)
+
+
+def _label(field: str, value: object) -> str:
+    """Text stored in an indexed column (a source, a session): at most MAX_ID_LENGTH long."""
+    return _validate.text(field, value, max_length=MAX_ID_LENGTH)
 
 
 def _optional_aware(field: str, value: object) -> datetime | None:
@@ -146,19 +130,7 @@ def _optional_aware(field: str, value: object) -> datetime | None:
 
 
 def _aware(field: str, value: object) -> datetime:
-    if not isinstance(value, datetime):
-        raise ValidationError(
-            f"{field} must be a timezone-aware datetime, got {value!r}",
-            field=field,
-            value=value,
-        )
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValidationError(
-            f"{field} must be timezone-aware (naive datetimes are ambiguous), got {value!r}",
-            field=field,
-            value=value,
-        )
-    return value.astimezone(UTC)
+    return _validate.aware(field, value)
 
 
 def _enum(field: str, enum_type: type[_E], value: object) -> _E:
@@ -172,12 +144,8 @@ def _enum(field: str, enum_type: type[_E], value: object) -> _E:
 
 
 def _unit_interval(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError(
-            f"{field} must be a number in [0, 1], got {value!r}", field=field, value=value
-        )
-    number = float(value)
-    if math.isnan(number) or not 0.0 <= number <= 1.0:
+    number = _validate.real(field, value)
+    if not 0.0 <= number <= 1.0:
         raise ValidationError(f"{field} must be in [0, 1], got {value!r}", field=field, value=value)
     return number
 
@@ -187,11 +155,7 @@ def _optional_count(field: str, value: object) -> int | None:
 
 
 def _count(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(
-            f"{field} must be a non-negative integer, got {value!r}", field=field, value=value
-        )
-    return value
+    return _validate.integer(field, value, maximum=MAX_COUNT)
 
 
 def _tags(value: object) -> tuple[str, ...]:
@@ -205,46 +169,39 @@ def _tags(value: object) -> tuple[str, ...]:
             raise ValidationError(
                 f"every tag must be a non-empty string, got {tag!r}", field="tags", value=value
             )
-        seen.setdefault(tag, None)
+        seen.setdefault(_validate.text("tags", tag, max_length=MAX_ID_LENGTH), None)
     return tuple(seen)
 
 
 def _payload(value: object) -> dict[str, Any]:
     """Copy via canonical JSON: proves the payload serializes and detaches it from the caller."""
-    if not isinstance(value, Mapping):
-        raise ValidationError(
-            f"payload must be a mapping, got {type(value).__name__}", field="payload", value=value
-        )
-    try:
-        copied = json.loads(json.dumps(value, allow_nan=False, ensure_ascii=False))
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(
-            f"payload is not JSON-serializable: {exc}", field="payload", value=value
-        ) from None
-    if not isinstance(copied, dict):  # pragma: no cover - a Mapping always dumps to an object
-        raise ValidationError("payload must be a JSON object", field="payload", value=value)
-    return copied
+    return _validate.json_object("payload", value)
+
+
+def _metadata(value: object) -> dict[str, Any]:
+    return _validate.json_object("metadata", value)
+
+
+def _detail(value: object) -> dict[str, Any]:
+    return _validate.json_object("detail", value)
 
 
 def _embedding(value: object) -> Vector | None:
     if value is None:
         return None
-    try:
-        array = np.array(value, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise ValidationError(
-            "embedding must be a sequence of numbers", field="embedding", value=value
-        ) from None
-    if array.ndim != 1 or array.size == 0:
-        raise ValidationError(
-            f"embedding must be a non-empty 1-D vector, got shape {array.shape}",
-            field="embedding",
-            value=value,
-        )
-    if not np.isfinite(array).all():
-        raise ValidationError("embedding contains NaN or infinity", field="embedding", value=value)
+    array = _validate.vector("embedding", value)
     array.flags.writeable = False
     return array
+
+
+def _optional_instance(field: str, cls: type[_T], value: object) -> _T | None:
+    if value is None or isinstance(value, cls):
+        return value
+    raise ValidationError(
+        f"{field} must be a {cls.__name__} or None, got {type(value).__name__}",
+        field=field,
+        value=value,
+    )
 
 
 # Named converters: the attrs mypy plugin needs a plain function per field.
@@ -283,7 +240,7 @@ def _kind(value: object) -> str:
 
 
 def _session(value: object) -> str:
-    return _string("session", value)
+    return _label("session", value)
 
 
 def _text(value: object) -> str:
@@ -299,7 +256,7 @@ def _namespace(value: object) -> str:
 
 
 def _source(value: object) -> str:
-    return _string("source", value)
+    return _label("source", value)
 
 
 def _timestamp(value: object) -> datetime:
@@ -362,6 +319,18 @@ def _query(value: object) -> str:
     return _string("query", value)
 
 
+def _provenance(value: object) -> Provenance | None:
+    return _optional_instance("provenance", Provenance, value)
+
+
+def _shares(value: object) -> TierShares | None:
+    return _optional_instance("shares", TierShares, value)
+
+
+def _profile(value: object) -> str | None:
+    return None if value is None else _string("profile", value)
+
+
 def _policy(value: object) -> str:
     return _identifier("policy", value)
 
@@ -382,6 +351,15 @@ def new_id() -> str:
         now = max(time.time_ns(), _last_id_ns + 1)
         _last_id_ns = now
     return f"{now:016x}{secrets.token_hex(5)}"
+
+
+def bump_count(count: int) -> int:
+    """``count + 1``, held at the largest count every store keeps.
+
+    Access counts only ever grow; a counter that stops at its ceiling is better than an
+    access that fails on the item read most often.
+    """
+    return min(count + 1, MAX_COUNT)
 
 
 # ----------------------------------------------------------------------------- models
@@ -430,9 +408,7 @@ class ContextItem:
     access_count: int = attrs.field(default=0, converter=_access_count)
     last_accessed_at: datetime | None = attrs.field(default=None, converter=_last_accessed_at)
     expires_at: datetime | None = attrs.field(default=None, converter=_expires_at)
-    provenance: Provenance | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Provenance))
-    )
+    provenance: Provenance | None = attrs.field(default=None, converter=_provenance)
     fingerprint: str = attrs.field(init=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -470,16 +446,12 @@ class Task:
     user_id: str = attrs.field(default="default", converter=_user_id)
     description: str = attrs.field(default="", converter=_description)
     state: TaskState = attrs.field(default=TaskState.RUNNING, converter=_state)
-    metadata: dict[str, Any] = attrs.field(factory=dict, converter=_payload)
+    metadata: dict[str, Any] = attrs.field(factory=dict, converter=_metadata)
 
 
 def _share(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError(
-            f"{field} share must be a number, got {value!r}", field=field, value=value
-        )
-    number = float(value)
-    if math.isnan(number) or number < 0.0 or number > 1.0:
+    number = _validate.real(field, value)
+    if number < 0.0 or number > 1.0:
         raise ValidationError(
             f"{field} share must be in [0, 1], got {value!r}", field=field, value=value
         )
@@ -509,13 +481,7 @@ class TierShares:
 
 
 def _budget(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValidationError(
-            f"budget_tokens must be a positive integer, got {value!r}",
-            field="budget_tokens",
-            value=value,
-        )
-    return value
+    return _validate.integer("budget_tokens", value, minimum=1)
 
 
 @attrs.frozen
@@ -529,14 +495,9 @@ class ContextRequest:
 
     budget_tokens: int = attrs.field(converter=_budget)
     query: str = attrs.field(default="", converter=_query)
-    shares: TierShares | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(TierShares)),
-    )
+    shares: TierShares | None = attrs.field(default=None, converter=_shares)
     policy: str = attrs.field(default="hybrid", converter=_policy)
-    profile: str | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
-    )
+    profile: str | None = attrs.field(default=None, converter=_profile)
 
 
 class AuditAction(enum.StrEnum):
@@ -560,11 +521,10 @@ def _action(value: object) -> AuditAction:
     return _enum("action", AuditAction, value)
 
 
-def _item_ids(value: Iterable[str]) -> tuple[str, ...]:
-    ids = tuple(value)
-    if not all(isinstance(item_id, str) for item_id in ids):
-        raise ValidationError("item_ids must be strings", field="item_ids", value=value)
-    return ids
+def _item_ids(value: object) -> tuple[str, ...]:
+    return tuple(
+        _validate.text("item_ids", item_id) for item_id in _validate.sequence("item_ids", value)
+    )
 
 
 def _at(value: object) -> datetime:
@@ -583,6 +543,6 @@ class AuditEvent:
     tier: Tier = attrs.field(converter=_tier)
     namespace: str = attrs.field(converter=_namespace)
     item_ids: tuple[str, ...] = attrs.field(default=(), converter=_item_ids)
-    detail: dict[str, Any] = attrs.field(factory=dict, converter=_payload)
+    detail: dict[str, Any] = attrs.field(factory=dict, converter=_detail)
     at: datetime = attrs.field(factory=utcnow, converter=_at)
     id: str = attrs.field(factory=new_id, converter=_id)

@@ -215,6 +215,13 @@ class ContextAssembler:
         self, task: Task, request: ContextRequest, *, strict: bool | None = None
     ) -> ContextPackage:
         """Assemble the context for one step of ``task`` (see the module docstring)."""
+        for name, value, kind in (("task", task, Task), ("request", request, ContextRequest)):
+            if not isinstance(value, kind):
+                raise ValidationError(
+                    f"{name} must be a {kind.__name__}, got {type(value).__name__}",
+                    field=name,
+                    value=value,
+                )
         strict = self.strict if strict is None else strict
         started = time.perf_counter()
         policy = resolve_policy(request.policy, self.policies)

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.models import AuditAction, AuditEvent
 
@@ -119,10 +120,32 @@ def redact_event(event: AuditEvent, tokens: Mapping[str, str]) -> AuditEvent:
 def check_window(since: datetime | None, until: datetime | None, limit: int | None) -> None:
     """Validate the arguments of ``events`` (shared by every audit store)."""
     for name, value in (("since", since), ("until", until)):
-        if value is not None and (not isinstance(value, datetime) or value.utcoffset() is None):
-            raise ValidationError(f"{name} must be an aware datetime", field=name, value=value)
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValidationError(f"limit must be a non-negative integer, got {limit!r}", field="limit")
+        if value is not None:
+            _validate.aware(name, value)
+    if limit is not None:
+        _validate.integer("limit", limit)
+
+
+def check_namespace(namespace: str | None) -> None:
+    """Validate the ``namespace`` of ``events`` and ``count``: ``None`` or storable text."""
+    if namespace is not None:
+        _validate.text("namespace", namespace)
+
+
+def wanted_actions(actions: Iterable[AuditAction] | None) -> set[AuditAction] | None:
+    """The actions ``events`` asks for, as members (``None``: every action)."""
+    if actions is None:
+        return None
+    wanted: set[AuditAction] = set()
+    for action in _validate.sequence("actions", actions):
+        try:
+            wanted.add(AuditAction(action))
+        except ValueError:
+            known = ", ".join(member.value for member in AuditAction)
+            raise ValidationError(
+                f"unknown audit action {action!r}; known: {known}", field="actions", value=action
+            ) from None
+    return wanted
 
 
 class InMemoryAuditStore:
@@ -150,7 +173,8 @@ class InMemoryAuditStore:
     ) -> list[AuditEvent]:
         """Return matching events, newest first (ties by id, newest id first)."""
         check_window(since, until, limit)
-        wanted = None if actions is None else {AuditAction(a) for a in actions}
+        check_namespace(namespace)
+        wanted = wanted_actions(actions)
         with self._lock:
             snapshot = list(self._events)
         found = [
@@ -166,6 +190,7 @@ class InMemoryAuditStore:
 
     def count(self, *, namespace: str | None = None) -> int:
         """Count events (in one namespace, or all)."""
+        check_namespace(namespace)
         with self._lock:
             return sum(1 for e in self._events if namespace is None or e.namespace == namespace)
 

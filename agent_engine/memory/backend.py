@@ -29,6 +29,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from agent_engine import _validate
 from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import (
     DimensionMismatchError,
@@ -55,7 +56,7 @@ from agent_engine.memory.audit import (
     erasure_token,
     redact_value,
 )
-from agent_engine.models import ContextItem, Provenance, Tier, Vector
+from agent_engine.models import ContextItem, Provenance, Tier, Vector, bump_count
 from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.serde import from_dict, to_dict
 
@@ -420,6 +421,12 @@ class BaseBackend(abc.ABC):
     def erase(self, item_ids: Iterable[str], *, tokens: Mapping[str, str] | None = None) -> int:
         """Remove items and every trace of them (see :class:`MemoryBackend`)."""
         ids = list(dict.fromkeys(_check_ids(item_ids)))
+        if tokens is not None and not isinstance(tokens, Mapping):
+            raise ValidationError(
+                f"tokens must be a mapping of id to token, got {type(tokens).__name__}",
+                field="tokens",
+                value=tokens,
+            )
         given = dict(tokens or {})
         for item_id, token in given.items():
             if not isinstance(token, str) or not token.startswith(ERASED_PREFIX):
@@ -483,15 +490,14 @@ class BaseBackend(abc.ABC):
         concurrent readers do not lose each other's counts.
         """
         ids = list(dict.fromkeys(_check_ids(item_ids)))
-        if not isinstance(at, datetime) or at.utcoffset() is None:
-            raise ValidationError("at must be an aware datetime", field="at", value=at)
-        return self._touch(ids, at) if ids else 0
+        when = _validate.aware("at", at)
+        return self._touch(ids, when) if ids else 0
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         """Default access tracking: read, bump and replace (backends override atomically)."""
         found = self._fetch(item_ids)
         bumped = [
-            attrs.evolve(item, access_count=item.access_count + 1, last_accessed_at=at)
+            attrs.evolve(item, access_count=bump_count(item.access_count), last_accessed_at=at)
             for item in found.values()
         ]
         if bumped:
@@ -509,10 +515,8 @@ class BaseBackend(abc.ABC):
         name theirs); any further conditions are applied to the ranked items, widening the
         window until ``k`` match, so the result is exact.
         """
-        if not isinstance(query, str):
-            raise ValidationError("a lexical query must be a text", field="query", value=query)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValidationError(f"k must be a positive integer, got {k!r}", field="k", value=k)
+        _validate.text("query", query)
+        _check_k(k)
         where = parse_filter(filters)
         key, rest = _split_scope(where)
         ranked = sorted(
@@ -607,8 +611,7 @@ class BaseBackend(abc.ABC):
         another embedder made (a re-embedding by another process, say) since it was opened.
         """
         where = parse_filter(filters)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValidationError(f"k must be a positive integer, got {k!r}", field="k", value=k)
+        _check_k(k)
         expected = self._search_identity()
         return self._search(self._query_vector(query, expected), k, where)
 
@@ -730,6 +733,7 @@ class BaseBackend(abc.ABC):
 
     def _query_vector(self, query: Query, expected: EmbedderIdentity | None) -> Vector:
         if isinstance(query, str):
+            _validate.text("query", query)
             if self.embedder is None:
                 raise EmbeddingError(
                     f"{type(self).__name__} has no embedder to embed a text query; pass a "
@@ -737,18 +741,7 @@ class BaseBackend(abc.ABC):
                 )
             vector: Vector = self.embedder.embed([query])[0]
             return vector
-        try:
-            vector = np.asarray(query, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise ValidationError(
-                "query must be a text or a vector of numbers", field="query", value=query
-            ) from None
-        if vector.ndim != 1 or vector.size == 0 or not np.isfinite(vector).all():
-            raise ValidationError(
-                "a query vector must be a non-empty, finite 1-D vector",
-                field="query",
-                value=query,
-            )
+        vector = _validate.vector("query", query)
         if expected is not None and vector.shape[0] != expected.dim:
             raise DimensionMismatchError(
                 f"the query vector has {vector.shape[0]} dimensions; this store's vectors "
@@ -1001,34 +994,32 @@ def _merge_top(
 # ----------------------------------------------------------------------------- checks
 
 
-def _check_id(item_id: object) -> None:
-    if not isinstance(item_id, str):
-        raise ValidationError(
-            f"item id must be a string, got {item_id!r}", field="id", value=item_id
-        )
+def _check_id(item_id: object) -> str:
+    """An id to look up: any storable text (an id no item can have is still refused)."""
+    return _validate.text("id", item_id)
 
 
-def _check_ids(item_ids: Iterable[str]) -> list[str]:
-    if isinstance(item_ids, str | bytes):
-        raise ValidationError(
-            "item ids must be a list of strings, not one string", field="id", value=item_ids
-        )
-    ids = list(item_ids)
+def _check_ids(item_ids: object) -> list[str]:
+    ids = _validate.sequence("item_ids", item_ids)
     for item_id in ids:
         _check_id(item_id)
     return ids
 
 
-def _check_items(items: Iterable[ContextItem], *, adding: bool) -> list[ContextItem]:
+def _check_items(items: object, *, adding: bool) -> list[ContextItem]:
     if isinstance(items, ContextItem):
         raise ValidationError(
-            "expected an iterable of ContextItem; wrap a single item in a list", value=items
+            "expected an iterable of ContextItem; wrap a single item in a list",
+            field="items",
+            value=items,
         )
-    batch = list(items)
+    batch = _validate.sequence("items", items)
     seen: set[str] = set()
     for item in batch:
         if not isinstance(item, ContextItem):
-            raise ValidationError(f"expected ContextItem, got {type(item).__name__}", value=item)
+            raise ValidationError(
+                f"expected ContextItem, got {type(item).__name__}", field="items", value=item
+            )
         if item.id in seen:
             if adding:
                 raise DuplicateItemError(item.id)
@@ -1040,11 +1031,9 @@ def _check_items(items: Iterable[ContextItem], *, adding: bool) -> list[ContextI
 
 
 def _check_limit(limit: object) -> None:
-    if limit is None:
-        return
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValidationError(
-            f"limit must be a non-negative integer or None, got {limit!r}",
-            field="limit",
-            value=limit,
-        )
+    if limit is not None:
+        _validate.integer("limit", limit)
+
+
+def _check_k(k: object) -> int:
+    return _validate.integer("k", k, minimum=1)

@@ -41,7 +41,15 @@ from agent_engine.errors import (
 from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, parse_filter
 from agent_engine.memory.audit import erasure_token
 from agent_engine.memory.backend import MemoryBackend, embedding_text
-from agent_engine.models import AuditAction, AuditEvent, ContextItem, Provenance, Status, Tier
+from agent_engine.models import (
+    MAX_COUNT,
+    AuditAction,
+    AuditEvent,
+    ContextItem,
+    Provenance,
+    Status,
+    Tier,
+)
 
 __all__ = ["BackendConformance", "make_item"]
 
@@ -1077,6 +1085,27 @@ class BackendConformance:
             )
             == before
         )
+
+    def test_touch_holds_the_count_at_its_ceiling(self, backend: MemoryBackend) -> None:
+        """An access count at the largest storable count stays there instead of failing.
+
+        If this fails with a database error, the backend's own increment overflows its
+        column; use :func:`~agent_engine.models.bump_count`'s ceiling in the statement.
+        """
+        backend.add(make_item(1, access_count=MAX_COUNT))
+        assert backend.touch(["item-00001"], T0) == 1
+        touched = backend.get("item-00001")
+        assert touched is not None
+        assert (touched.access_count, touched.last_accessed_at) == (MAX_COUNT, T0)
+
+    def test_touch_refuses_an_instant_utc_cannot_hold(self, filled: MemoryBackend) -> None:
+        """An access time whose UTC instant is past ``datetime.max`` is refused, not stored."""
+        late = datetime.max.replace(tzinfo=timezone(-timedelta(hours=5)))
+        before = filled.get("item-00004")
+        with pytest.raises(ValidationError) as info:
+            filled.touch(["item-00004"], late)
+        assert info.value.field == "at"
+        assert _same(filled.get("item-00004"), before)
 
     def test_concurrent_touches_are_not_lost(self, filled: MemoryBackend) -> None:
         """Accesses counted from several threads at once all arrive."""

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine._log import get_logger
 from agent_engine.errors import DuplicateItemError, ItemNotFoundError, ValidationError
 from agent_engine.filters import Filter, FilterInput, parse_filter
@@ -47,12 +48,7 @@ class TierStore:
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        if not isinstance(namespace, str) or not namespace.strip():
-            raise ValidationError(
-                f"namespace must be a non-empty string, got {namespace!r}",
-                field="namespace",
-                value=namespace,
-            )
+        _validate.identifier("namespace", namespace)
         self.backend = backend
         self.namespace = namespace
         self.id_prefix = id_prefix(namespace)
@@ -94,7 +90,7 @@ class TierStore:
             timestamp=fields.pop("timestamp", None) or self.clock(),
             tags=tags,
             importance=importance,
-            payload=dict(payload or {}),
+            payload=payload if payload is not None else {},
             status=status,
             expires_at=expires_at,
             **fields,
@@ -106,11 +102,7 @@ class TierStore:
 
     def scoped_id(self, item_id: str) -> str:
         """``item_id`` as this store writes it: a local id gets the scope's prefix."""
-        if not isinstance(item_id, str):
-            raise ValidationError(
-                f"item id must be a string, got {item_id!r}", field="id", value=item_id
-            )
-        return scoped_id(self.namespace, item_id)
+        return scoped_id(self.namespace, _validate.text("id", item_id))
 
     def _in_scope(self, item: ContextItem) -> bool:
         return item.namespace == self.namespace and item.tier is self.tier
@@ -122,11 +114,9 @@ class TierStore:
         stored before ids were qualified is found in its own scope. Either way an item of
         another scope is not found, exactly like a missing one.
         """
-        if isinstance(item_ids, str | bytes):
-            raise ValidationError(
-                "item ids must be a list of strings, not one string", field="id", value=item_ids
-            )
-        asked = list(dict.fromkeys(item_ids))
+        asked = list(
+            dict.fromkeys(_validate.text("id", i) for i in _validate.sequence("item_ids", item_ids))
+        )
         wanted = {item_id: self.scoped_id(item_id) for item_id in asked}
         lookups = list(wanted.values()) + [i for i, q in wanted.items() if q != i]
         found = {item.id: item for item in self.backend.get_many(lookups) if self._in_scope(item)}
@@ -141,14 +131,15 @@ class TierStore:
         for item in items:
             if not isinstance(item, ContextItem):
                 raise ValidationError(
-                    f"expected ContextItem, got {type(item).__name__}", value=item
+                    f"expected ContextItem, got {type(item).__name__}", field="items", value=item
                 )
             if not self._in_scope(item):
+                wrong = "tier" if item.tier is not self.tier else "namespace"
                 raise ValidationError(
                     f"item {item.id!r} belongs to {item.tier.value}/{item.namespace!r}, not to "
                     f"this store's {self.tier.value}/{self.namespace!r}; build it with new_item()",
-                    field="namespace",
-                    value=item.namespace,
+                    field=wrong,
+                    value=getattr(item, wrong),
                 )
 
     # ------------------------------------------------------------------ reads
@@ -212,9 +203,11 @@ class TierStore:
         """
         if isinstance(items, ContextItem):
             raise ValidationError(
-                "expected an iterable of ContextItem; wrap a single item in a list", value=items
+                "expected an iterable of ContextItem; wrap a single item in a list",
+                field="items",
+                value=items,
             )
-        batch = list(items)
+        batch = _validate.sequence("items", items)
         self._check_scope(batch)
         if not batch:
             return batch

@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine.errors import ConfirmationDeclined
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Tier, utcnow
@@ -127,7 +128,8 @@ class GlobalMemoryStore(TierStore):
 
     def add_many(self, items: Iterable[ContextItem]) -> list[ContextItem]:
         """Add items; preferences among them are confirmed first, as one request."""
-        batch = list(items)
+        batch = _validate.sequence("items", items)
+        self._check_scope(batch)
         risky = [item for item in batch if item.kind in HIGH_RISK_KINDS]
         if risky:
             texts = "; ".join(item.text for item in risky)
@@ -136,6 +138,7 @@ class GlobalMemoryStore(TierStore):
 
     def update(self, item: ContextItem) -> ContextItem:
         """Change an item; changing a preference is confirmed first."""
+        self._check_scope([item])
         current = self.require(item.id)
         if HIGH_RISK_KINDS & {item.kind, current.kind}:
             self.confirm_or_raise(

@@ -89,6 +89,12 @@ class ProjectMemoryStore(TierStore):
         importance: float = 0.85,
     ) -> ContextItem:
         """Record a failure and the lesson learned from it (``failure`` may be structured)."""
+        if not isinstance(failure, str | Mapping):
+            raise ValidationError(
+                f"failure must be a text or a mapping, got {type(failure).__name__}",
+                field="failure",
+                value=failure,
+            )
         summary = failure if isinstance(failure, str) else str(failure.get("message", failure))
         return self.add(
             self.new_item(

@@ -12,8 +12,17 @@ from __future__ import annotations
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine.errors import ValidationError
-from agent_engine.models import AuditAction, ContextItem, Provenance, Status, Tier, new_id
+from agent_engine.models import (
+    AuditAction,
+    ContextItem,
+    Provenance,
+    Status,
+    Tier,
+    bump_count,
+    new_id,
+)
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.global_ import GlobalMemoryStore
 
@@ -42,6 +51,7 @@ def promote(
             field="tier",
             value=(source.tier.value, target.tier.value),
         )
+    _validate.text("reason", reason)
     original = source.require(item_id)
     existing = target.query({"fingerprint": original.fingerprint}, limit=1)
     if isinstance(target, GlobalMemoryStore):
@@ -57,7 +67,7 @@ def promote(
         boosted = attrs.evolve(
             current,
             importance=min(1.0, current.importance + DUPLICATE_BOOST),
-            access_count=current.access_count + 1,
+            access_count=bump_count(current.access_count),
             last_accessed_at=target.clock(),
         )
         with target.audit.journal(

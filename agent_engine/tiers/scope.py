@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.models import MAX_ID_LENGTH
 
@@ -58,18 +59,11 @@ def _unescape(text: str) -> str:
 
 
 def _part(field: str, value: object) -> str:
-    """Check one id a scope is built from: the rules of every stored identifier."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(
-            f"{field} must be a non-empty string, got {value!r}", field=field, value=value
-        )
-    if value != value.strip() or "\x00" in value:
-        raise ValidationError(
-            f"{field} must not contain NUL or start or end with whitespace, got {value!r}",
-            field=field,
-            value=value,
-        )
-    return value
+    """Check one id a scope is built from: the rules of every stored identifier.
+
+    Its length is checked on the namespace it makes, which escaping may lengthen.
+    """
+    return _validate.identifier(field, value, max_length=None)
 
 
 def _namespace(field: str, namespace: str) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -28,9 +29,12 @@ __all__ = ["TaskMemoryStore", "task_namespace"]
 
 
 def _as_text(value: Any) -> str:
-    return (
-        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
-    )
+    """The text of an output, after checking it can be stored (it goes in the payload too)."""
+    if isinstance(value, str):
+        return _validate.text("output", value)
+    # The payload holds the output one level down, so it may nest one level less.
+    copied = _validate.json_value("output", value, max_depth=_validate.MAX_JSON_DEPTH - 1)
+    return json.dumps(copied, sort_keys=True, ensure_ascii=False)
 
 
 class TaskMemoryStore(TierStore):

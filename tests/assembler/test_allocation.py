@@ -162,6 +162,20 @@ class TestOverrides:
             build(assembler, profile="coder")
         assert info.value.field == "profile"
 
+    @pytest.mark.parametrize(
+        ("task", "request_", "field"),
+        [
+            pytest.param(None, ContextRequest(budget_tokens=BUDGET), "task", id="task-none"),
+            pytest.param("t-1", ContextRequest(budget_tokens=BUDGET), "task", id="task-id"),
+            pytest.param(TASK, {"budget_tokens": BUDGET}, "request", id="request-dict"),
+        ],
+    )
+    def test_wrong_argument_types_are_refused(self, assembler, task, request_, field):
+        """build_context takes a Task and a ContextRequest; anything else names the argument."""
+        with pytest.raises(ValidationError) as info:
+            assembler.build_context(task, request_)
+        assert info.value.field == field
+
     def test_unknown_policy_is_refused(self, assembler):
         """A policy that is not registered is a ValidationError listing the known ones."""
         known = r"unknown policy 'magic'; known: .*hybrid"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import attrs
 import pytest
 
-from agent_engine import AuditAction, AuditLog, DuplicateItemError, promote
+from agent_engine import AuditAction, AuditLog, DuplicateItemError, ValidationError, promote
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.task import TaskMemoryStore
@@ -112,3 +112,33 @@ class TestRetention:
             event.at >= clock.now - timedelta(seconds=5)
             for event in backend.audit.events(limit=None)
         )
+
+
+class TestQueryArguments:
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            pytest.param({"limit": 2**64}, "limit", id="limit-past-bigint"),
+            pytest.param({"limit": -1}, "limit", id="negative-limit"),
+            pytest.param(
+                {"since": datetime.max.replace(tzinfo=timezone(-timedelta(hours=5)))},
+                "since",
+                id="since-past-utc",
+            ),
+            pytest.param({"until": datetime(2024, 1, 1)}, "until", id="naive-until"),  # noqa: DTZ001
+            pytest.param({"namespace": "p\ud800"}, "namespace", id="namespace-lone-surrogate"),
+            pytest.param({"actions": ["add", "nope"]}, "actions", id="unknown-action"),
+            pytest.param({"actions": 5}, "actions", id="actions-not-a-list"),
+        ],
+    )
+    def test_bad_windows_name_the_argument(self, backend, arguments, field):
+        """A journal query the store cannot run is a ValidationError naming the argument."""
+        with pytest.raises(ValidationError) as info:
+            backend.audit.events(**arguments)
+        assert info.value.field == field
+
+    def test_count_refuses_an_unstorable_namespace(self, backend):
+        """count(namespace=...) with a lone surrogate names the namespace."""
+        with pytest.raises(ValidationError) as info:
+            backend.audit.count(namespace="\udfff")
+        assert info.value.field == "namespace"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -52,6 +52,54 @@ class TestParse:
             parse_filter({"importance": "high"})
         assert info.value.field == "importance"
         assert info.value.value == "high"
+
+    @pytest.mark.parametrize(
+        ("document", "field"),
+        [
+            pytest.param({"kind": "a\ud800"}, "kind", id="lone-surrogate"),
+            pytest.param({"source": {"$in": ["ok", "\x00"]}}, "source", id="nul-in-list"),
+            pytest.param({"tags": "\udfff"}, "tags", id="lone-surrogate-tag"),
+            pytest.param({"importance": {"$gt": 10**400}}, "importance", id="past-float"),
+            pytest.param({"timestamp": {"$gte": 2**63}}, "timestamp", id="int-for-datetime"),
+            pytest.param({"importance": 2**63}, "importance", id="past-bigint"),
+            pytest.param({"access_count": {"$lt": 2**31}}, "access_count", id="past-int32"),
+            pytest.param({"token_cost": {"$gte": -(2**31) - 1}}, "token_cost", id="below-int32"),
+            pytest.param(
+                {"expires_at": {"$lt": datetime.max.replace(tzinfo=timezone(-timedelta(hours=1)))}},
+                "expires_at",
+                id="datetime-past-utc",
+            ),
+        ],
+    )
+    def test_unstorable_values_name_the_field(self, document, field):
+        """Values no backend can bind are FilterErrors naming the field, on every backend."""
+        with pytest.raises(FilterError) as info:
+            parse_filter(document)
+        assert info.value.field == field
+
+    def test_edge_numbers_are_accepted(self):
+        """The bounds of each column's integer range and infinities are valid bounds."""
+        parse_filter({"importance": {"$lt": float("inf")}, "access_count": {"$lte": 2**31 - 1}})
+        parse_filter({"importance": {"$gt": -(2**63)}})
+
+    def test_lists_may_hold_any_integer(self):
+        """A listed integer past every column is no error: it equals no stored number."""
+        parsed = parse_filter({"access_count": {"$in": [2**70, 2]}})
+        assert parsed.matches(ContextItem(id="a", kind="k", access_count=2))
+        assert not parsed.matches(ContextItem(id="b", kind="k", access_count=3))
+
+    def test_datetimes_are_normalized_to_utc(self):
+        """A datetime bound is kept as the same instant in UTC."""
+        bound = datetime(2024, 1, 1, 7, tzinfo=timezone(timedelta(hours=7)))
+        (condition,) = parse_filter({"timestamp": {"$gt": bound}}).conditions
+        assert condition.value == bound
+        assert condition.value.tzinfo is UTC
+
+    def test_unknown_order_names_order_by(self):
+        """An unknown order_by field is reported as the order_by argument."""
+        with pytest.raises(FilterError) as info:
+            parse_order("-\ud800")
+        assert info.value.field == "order_by"
 
     def test_unknown_field_lists_known_ones(self):
         """The message for a typo lists the fields that exist."""

@@ -19,9 +19,25 @@ from agent_engine import (
     TierShares,
     ValidationError,
 )
-from agent_engine.models import MAX_ID_LENGTH, MAX_ITEM_ID_LENGTH, fingerprint_text
+from agent_engine._validate import MAX_JSON_DEPTH
+from agent_engine.models import MAX_ID_LENGTH, MAX_ITEM_ID_LENGTH, AuditEvent, fingerprint_text
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
+EDGE_MAX = datetime.max.replace(tzinfo=timezone(-timedelta(hours=5)))
+EDGE_MIN = datetime.min.replace(tzinfo=timezone(timedelta(hours=5)))
+
+
+def _nested(depth):
+    value = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def _cycle():
+    loop = {}
+    loop["self"] = loop
+    return loop
 
 
 class TestContextItem:
@@ -76,6 +92,28 @@ class TestContextItem:
             pytest.param("embedding", [[1.0, 2.0]], id="embedding-2d"),
             pytest.param("embedding", [], id="embedding-empty"),
             pytest.param("embedding", ["a", "b"], id="embedding-strings"),
+            pytest.param("text", "a\ud800b", id="lone-surrogate-in-text"),
+            pytest.param("kind", "\udc00", id="lone-surrogate-in-kind"),
+            pytest.param("id", "a\x00b", id="nul-in-id"),
+            pytest.param("source", "x" * 256, id="long-source"),
+            pytest.param("session", "\udfff", id="lone-surrogate-in-session"),
+            pytest.param("tags", ["\x00"], id="nul-in-tag"),
+            pytest.param("tags", ["x" * 256], id="long-tag"),
+            pytest.param("tags", ["\ud800"], id="lone-surrogate-in-tag"),
+            pytest.param("payload", {"\ud800": 1}, id="lone-surrogate-in-payload-key"),
+            pytest.param("payload", {"k": ["\udfff"]}, id="lone-surrogate-in-payload-value"),
+            pytest.param("payload", _nested(MAX_JSON_DEPTH + 1), id="payload-too-deep"),
+            pytest.param("payload", _nested(5000), id="payload-far-too-deep"),
+            pytest.param("payload", _cycle(), id="payload-cycle"),
+            pytest.param("token_cost", 2**31, id="token-cost-past-int32"),
+            pytest.param("access_count", 2**63, id="access-count-past-int64"),
+            pytest.param("importance", 10**400, id="importance-past-float"),
+            pytest.param("timestamp", EDGE_MAX, id="timestamp-past-utc-range"),
+            pytest.param("expires_at", EDGE_MIN, id="expiry-before-utc-range"),
+            pytest.param("embedding", [1e39, 1.0], id="embedding-past-float32"),
+            pytest.param("embedding", [10**400], id="embedding-past-float"),
+            pytest.param("embedding", [3e38, 3e38], id="embedding-norm-past-float32"),
+            pytest.param("provenance", "from a task", id="provenance-string"),
         ],
     )
     def test_invalid_values_name_the_field(self, field, value):
@@ -85,6 +123,25 @@ class TestContextItem:
             ContextItem(**fields)
         assert info.value.field == field
         assert field in str(info.value) or field == "tags"
+
+    def test_payload_may_nest_to_the_limit(self):
+        """A payload exactly MAX_JSON_DEPTH containers deep is accepted and copied."""
+        payload = _nested(MAX_JSON_DEPTH)
+        assert ContextItem(id="a", kind="k", payload=payload).payload == payload
+
+    def test_edge_values_are_accepted(self):
+        """The largest storable counts, valid astral text and the UTC edges are values too."""
+        item = ContextItem(
+            id="é" * 255,
+            kind="\U0001f600",
+            text="\U0001f600 \u202e",
+            source="s" * 255,
+            token_cost=2**31 - 1,
+            access_count=2**31 - 1,
+            timestamp=datetime.max.replace(tzinfo=UTC),
+            payload={"big": 10**30, "nul": "\x00"},
+        )
+        assert item.access_count == 2**31 - 1
 
     def test_timestamps_are_normalized_to_utc(self):
         """An aware datetime in another zone is stored as the same instant in UTC."""
@@ -145,9 +202,10 @@ class TestContextItem:
         assert not ContextItem(id="b", kind="k").expired(NOW)
 
     def test_provenance_must_be_provenance(self):
-        """provenance takes a Provenance value only."""
-        with pytest.raises(TypeError):
+        """provenance takes a Provenance value only; anything else names the field."""
+        with pytest.raises(ValidationError) as info:
             ContextItem(id="a", kind="k", provenance={"source_item_id": "x"})  # type: ignore[arg-type]
+        assert info.value.field == "provenance"
         prov = Provenance("src", "task", "task:1", NOW, "worth keeping")
         assert ContextItem(id="a", kind="k", provenance=prov).provenance == prov
 
@@ -169,7 +227,50 @@ class TestTask:
             Task(id="t", state="exploded")
 
 
+class TestTaskMetadata:
+    def test_metadata_errors_name_metadata(self):
+        """Task.metadata is refused under its own name, not the items' ``payload``."""
+        with pytest.raises(ValidationError) as info:
+            Task(id="t", metadata=_nested(MAX_JSON_DEPTH + 1))
+        assert info.value.field == "metadata"
+
+    def test_audit_detail_errors_name_detail(self):
+        """AuditEvent.detail is refused under its own name."""
+        with pytest.raises(ValidationError) as info:
+            AuditEvent(action="add", tier="task", namespace="n", detail={"x": float("nan")})
+        assert info.value.field == "detail"
+
+    def test_audit_item_ids_must_be_a_list(self):
+        """AuditEvent.item_ids of None is a ValidationError, not a TypeError."""
+        with pytest.raises(ValidationError) as info:
+            AuditEvent(action="add", tier="task", namespace="n", item_ids=None)
+        assert info.value.field == "item_ids"
+
+
 class TestContextRequest:
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            pytest.param("shares", "40/40/20", id="shares-string"),
+            pytest.param("shares", {"task": 1.0}, id="shares-dict"),
+            pytest.param("profile", 5, id="profile-int"),
+            pytest.param("profile", "a\ud800", id="profile-lone-surrogate"),
+            pytest.param("query", "\udfff", id="query-lone-surrogate"),
+            pytest.param("budget_tokens", 2**63, id="budget-past-int64"),
+        ],
+    )
+    def test_wrong_values_name_the_field(self, field, value):
+        """Wrong types and unstorable values are ValidationErrors naming the field."""
+        with pytest.raises(ValidationError) as info:
+            ContextRequest(**{"budget_tokens": 100, field: value})
+        assert info.value.field == field
+
+    def test_share_past_float_range(self):
+        """A share too large for a float is refused, not an OverflowError."""
+        with pytest.raises(ValidationError) as info:
+            TierShares(task=10**400)
+        assert info.value.field == "task"
+
     @pytest.mark.parametrize("budget", [0, -5, 1.5, True, "100"])
     def test_budget_must_be_positive_int(self, budget):
         """A budget is a positive number of tokens."""

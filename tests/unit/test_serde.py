@@ -41,7 +41,9 @@ items = st.builds(
     text=st.text(max_size=30).map(lambda s: s.replace("\x00", "")),
     tier=st.sampled_from(list(Tier)),
     timestamp=st.integers(0, 10**6).map(lambda s: T0 + timedelta(seconds=s, microseconds=s % 999)),
-    tags=st.lists(st.text(min_size=1, max_size=5), max_size=3),
+    tags=st.lists(
+        st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=5), max_size=3
+    ),
     importance=st.floats(0, 1),
     token_cost=st.none() | st.integers(0, 10**6),
     payload=st.dictionaries(st.text(max_size=5), json_values, max_size=4),

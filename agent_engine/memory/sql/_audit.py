@@ -10,7 +10,12 @@ from typing import Protocol, TypeVar
 import sqlalchemy as sa
 
 from agent_engine.errors import ValidationError
-from agent_engine.memory.audit import check_window, redact_value
+from agent_engine.memory.audit import (
+    check_namespace,
+    check_window,
+    redact_value,
+    wanted_actions,
+)
 from agent_engine.memory.sql._rows import decode_time, encode_time
 from agent_engine.memory.sql._schema import audit_events
 from agent_engine.models import AuditAction, AuditEvent
@@ -64,7 +69,9 @@ class SQLAuditStore:
     ) -> list[AuditEvent]:
         """Return matching events, newest first (ties by id, newest id first)."""
         check_window(since, until, limit)
-        wanted = None if actions is None else sorted({AuditAction(a).value for a in actions})
+        check_namespace(namespace)
+        members = wanted_actions(actions)
+        wanted = None if members is None else sorted(action.value for action in members)
         query = sa.select(audit_events)
         if namespace is not None:
             query = query.where(audit_events.c.namespace == namespace)
@@ -93,6 +100,7 @@ class SQLAuditStore:
 
     def count(self, *, namespace: str | None = None) -> int:
         """Count events (in one namespace, or all)."""
+        check_namespace(namespace)
         query = sa.select(sa.func.count()).select_from(audit_events)
         if namespace is not None:
             query = query.where(audit_events.c.namespace == namespace)

@@ -74,7 +74,7 @@ from agent_engine.memory.sql._meta import (
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
 from agent_engine.memory.sql._rows import encode_time, item_row, row_item, tag_rows
 from agent_engine.memory.sql._schema import audit_events, item_tags, items
-from agent_engine.models import ContextItem, Tier
+from agent_engine.models import MAX_COUNT, ContextItem, Tier
 
 __all__ = ["SQLAlchemyBackend"]
 
@@ -513,8 +513,13 @@ class SQLAlchemyBackend(BaseBackend):
         """One ``UPDATE ... SET access_count = access_count + 1``: concurrent counts add up.
 
         Access counts are not indexed text, so a touch leaves the scope counters alone.
+        The count stops at the largest one the column holds, as in every backend.
         """
         stamp = encode_time(at)
+        bumped = sa.case(
+            (items.c.access_count < MAX_COUNT, items.c.access_count + 1),
+            else_=items.c.access_count,
+        )
 
         def work(connection: sa.Connection) -> int:
             touched = 0
@@ -522,7 +527,7 @@ class SQLAlchemyBackend(BaseBackend):
                 statement = (
                     items.update()
                     .where(items.c.id.in_(chunk))
-                    .values(access_count=items.c.access_count + 1, last_accessed_at=stamp)
+                    .values(access_count=bumped, last_accessed_at=stamp)
                 )
                 touched += connection.execute(statement).rowcount
             return touched
