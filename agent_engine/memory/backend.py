@@ -73,6 +73,7 @@ __all__ = [
     "Written",
     "check_identity",
     "check_vectors",
+    "item_batch",
     "mixed_sizes",
 ]
 
@@ -1006,7 +1007,8 @@ def _check_ids(item_ids: object) -> list[str]:
     return ids
 
 
-def _check_items(items: object, *, adding: bool) -> list[ContextItem]:
+def item_batch(items: object) -> list[ContextItem]:
+    """``items`` as a list of items, or a ValidationError naming ``items``."""
     if isinstance(items, ContextItem):
         raise ValidationError(
             "expected an iterable of ContextItem; wrap a single item in a list",
@@ -1014,12 +1016,18 @@ def _check_items(items: object, *, adding: bool) -> list[ContextItem]:
             value=items,
         )
     batch = _validate.sequence("items", items)
-    seen: set[str] = set()
     for item in batch:
         if not isinstance(item, ContextItem):
             raise ValidationError(
                 f"expected ContextItem, got {type(item).__name__}", field="items", value=item
             )
+    return batch
+
+
+def _check_items(items: object, *, adding: bool) -> list[ContextItem]:
+    batch = item_batch(items)
+    seen: set[str] = set()
+    for item in batch:
         if item.id in seen:
             if adding:
                 raise DuplicateItemError(item.id)

@@ -22,7 +22,13 @@ from agent_engine import _validate
 from agent_engine._log import get_logger
 from agent_engine.errors import DuplicateItemError, ItemNotFoundError, ValidationError
 from agent_engine.filters import Filter, FilterInput, parse_filter
-from agent_engine.memory.backend import DEFAULT_LIMIT, MemoryBackend, Query, SearchHit
+from agent_engine.memory.backend import (
+    DEFAULT_LIMIT,
+    MemoryBackend,
+    Query,
+    SearchHit,
+    item_batch,
+)
 from agent_engine.models import AuditAction, ContextItem, Status, Tier, new_id, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.scope import id_prefix, scoped_id
@@ -201,13 +207,7 @@ class TierStore:
         scope holds is no obstacle, and one this scope holds is a
         :class:`~agent_engine.errors.DuplicateItemError` as on any backend.
         """
-        if isinstance(items, ContextItem):
-            raise ValidationError(
-                "expected an iterable of ContextItem; wrap a single item in a list",
-                field="items",
-                value=items,
-            )
-        batch = _validate.sequence("items", items)
+        batch = item_batch(items)
         self._check_scope(batch)
         if not batch:
             return batch
