@@ -43,8 +43,8 @@ from agent_engine.assembler.package import ContextPackage
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.memory.sql import SQLAlchemyBackend, upgrade_database
-from agent_engine.testing.databases import postgres_schema, sql_delete_all
+from agent_engine.memory.sql import SQLAlchemyBackend
+from agent_engine.testing.databases import sql_delete_all
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.scope import project_namespace, task_namespace
 from agent_engine.tiers.task import TaskMemoryStore
@@ -95,33 +95,24 @@ class _Clock:
         return self.now
 
 
-@pytest.fixture(scope="module")
-def _sqlite_template(tmp_path_factory):
-    path = tmp_path_factory.mktemp("isolation") / "template.db"
-    upgrade_database(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def _postgres_urls():
-    with postgres_schema() as first, postgres_schema() as second:
-        upgrade_database(first)
-        upgrade_database(second)
-        yield first, second
-
-
 @pytest.fixture(params=KINDS)
 def make_backend(request, tmp_path):
-    """A factory of empty backends of one kind (two per example: one for each world)."""
+    """A factory of empty backends of one kind: each world of an example gets a fresh one.
+
+    The migrated SQLite file and the PostgreSQL schema are the tier tests' own fixtures; a
+    PostgreSQL backend is emptied when the next is made, so the worlds run one after another.
+    """
     counter = itertools.count()
     opened: list[Any] = []
 
-    def make(world: int):
+    def make():
+        for backend in opened:
+            backend.close()
         embedder = HashingEmbedder(dim=32)
         if request.param == "memory":
             backend = InMemoryBackend(embedder=embedder)
         elif request.param == "postgresql":
-            url = request.getfixturevalue("_postgres_urls")[world]
+            url = request.getfixturevalue("_postgres_url")
             sql_delete_all(url)
             backend = SQLAlchemyBackend(url, embedder=embedder)
         else:
@@ -130,7 +121,7 @@ def make_backend(request, tmp_path):
             backend = SQLAlchemyBackend(f"sqlite:///{path}", embedder=embedder)
             if request.param == "faiss-sqlite":
                 backend = FaissBackend(backend, embedder=embedder)
-        opened.append(backend)
+        opened[:] = [backend]
         return backend
 
     yield make
@@ -372,12 +363,12 @@ scopes = st.one_of(
 def test_outcomes_in_one_scope_do_not_depend_on_another(make_backend, pair, steps):
     """Every operation in scope A has the same outcome whether scope B is empty or full."""
     mine, theirs = pair
-    alone = _World.open(make_backend(0), mine, theirs)
-    crowded = _World.open(make_backend(1), mine, theirs)
+    alone = _run(_World.open(make_backend(), mine, theirs), steps)
+    crowded = _World.open(make_backend(), mine, theirs)
     _fill_theirs(crowded)
     before = _snapshot(crowded)
 
-    assert _run(crowded, steps) == _run(alone, steps)
+    assert _run(crowded, steps) == alone
     assert _snapshot(crowded) == before
 
 
