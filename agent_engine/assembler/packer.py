@@ -148,10 +148,6 @@ class Packer:
         """Tokens of the budget the package does not use."""
         return self.budget - self.scale.tokens(self._total)
 
-    def holds(self, item_id: str) -> bool:
-        """Whether the item is already in the package."""
-        return item_id in self._chosen
-
     # ------------------------------------------------------------------ costs
 
     def _count(self, text: str) -> int:
@@ -269,11 +265,6 @@ class Packer:
         return True
 
     # ------------------------------------------------------------------ adding
-
-    def offer(self, entry: Entry, available: int, *, may_truncate: bool) -> bool:
-        """Add ``entry`` if it fits in ``available`` units (truncating if allowed)."""
-        self._offered.append((entry,))
-        return self._offer(entry, available, may_truncate=may_truncate)
 
     def _offer(self, entry: Entry, available: int, *, may_truncate: bool) -> bool:
         item = entry.item

@@ -57,13 +57,6 @@ def _xml_safe(text: str) -> str:
 _TITLES = {Tier.GLOBAL: "Global memory", Tier.PROJECT: "Project memory", Tier.TASK: "Task memory"}
 
 
-def body_text(item: ContextItem) -> str:
-    """What an item shows: its text, or its payload fields when it has no text."""
-    if item.text.strip():
-        return item.text
-    return "; ".join(f"{key}: {value}" for key, value in item.payload.items()) or item.kind
-
-
 def _date(moment: datetime) -> str:
     return f"{moment.day} {moment:%b %Y}"
 
