@@ -32,6 +32,7 @@ import numpy.typing as npt
 from agent_engine import _validate
 from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import (
+    BackendError,
     DimensionMismatchError,
     DuplicateItemError,
     EmbedderMismatchError,
@@ -295,8 +296,20 @@ class BaseBackend(abc.ABC):
 
     @property
     def audit(self) -> AuditStore:
-        """The journal kept with this backend (in memory unless the backend persists one)."""
+        """The journal kept with this backend.
+
+        A backend whose items live only in the process journals in memory. A persistent one
+        must keep its journal with its items (set ``_audit_store``): a journal that vanished
+        with the process while the items stayed would silently lose the record of their
+        changes, so its absence is a :class:`~agent_engine.errors.BackendError` instead.
+        """
         if self._audit_store is None:
+            if self.capabilities.persistent:
+                raise BackendError(
+                    f"{type(self).__name__} keeps items across processes but no journal: a "
+                    "persistent backend must set _audit_store to a journal it persists",
+                    backend=type(self).__name__,
+                )
             self._audit_store = InMemoryAuditStore()
         return self._audit_store
 
