@@ -29,7 +29,7 @@ from agent_engine.memory.backend import (
     SearchHit,
     item_batch,
 )
-from agent_engine.models import AuditAction, ContextItem, Status, Tier, new_id, utcnow
+from agent_engine.models import AuditAction, ContextItem, Status, Tier, bump_count, new_id, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.scope import id_prefix, scoped_id
 from agent_engine.tokens import DEFAULT_COUNTER
@@ -313,6 +313,52 @@ class TierStore:
         with self.audit.journal(action, self.tier, self.namespace, (item.id,)):
             self.backend.update(item)
         return item
+
+    # ------------------------------------------------------------------ receiving promotions
+
+    def confirm_promotion(self, item: ContextItem, source_namespace: str, *, boost: bool) -> None:
+        """Approve promoting ``item`` into this store (or boosting its copy here).
+
+        Task and project memory take promotions as they come; global memory asks first.
+        """
+
+    def receive(self, item: ContextItem, detail: Mapping[str, Any]) -> ContextItem:
+        """Store a copy promoted into this scope, journaled as one ``promote`` event."""
+        self._check_scope([item])
+        stored = self._as_stored(item)
+        with self.audit.journal(
+            AuditAction.PROMOTE,
+            self.tier,
+            self.namespace,
+            (stored.id,),
+            {**detail, "duplicate": False},
+        ):
+            self.backend.add(stored)
+        self._after_add()
+        return stored
+
+    def reinforce(self, item_id: str, boost: float, detail: Mapping[str, Any]) -> ContextItem:
+        """Raise an item's importance by ``boost`` (capped at 1) and count one access.
+
+        What a promotion does when this store already holds its content (seed 001 section
+        12), journaled as a ``promote`` event marked as a duplicate.
+        """
+        current = self.require(item_id)
+        boosted = attrs.evolve(
+            current,
+            importance=min(1.0, current.importance + boost),
+            access_count=bump_count(current.access_count),
+            last_accessed_at=self.clock(),
+        )
+        with self.audit.journal(
+            AuditAction.PROMOTE,
+            self.tier,
+            self.namespace,
+            (current.id,),
+            {**detail, "duplicate": True},
+        ):
+            self.backend.update(boosted)
+        return boosted
 
     def _after_add(self) -> None:
         """Hook run after every successful add (project memory evicts here)."""

@@ -85,6 +85,15 @@ class GlobalMemoryStore(TierStore):
             self._log.info("confirmation_declined", operation=operation)
             raise ConfirmationDeclined(operation)
 
+    def confirm_promotion(self, item: ContextItem, source_namespace: str, *, boost: bool) -> None:
+        """A promotion into global memory (or a boost of its copy here) is confirmed first."""
+        verb = "Boost existing" if boost else "Promote"
+        self.confirm_or_raise(
+            "promote_to_global",
+            f"{verb} global memory: {item.text!r} (from {source_namespace})?",
+            (item,),
+        )
+
     # ------------------------------------------------------------------ typed helpers
 
     def add_preference(

@@ -15,16 +15,13 @@ import attrs
 from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.models import (
-    AuditAction,
     ContextItem,
     Provenance,
     Status,
     Tier,
-    bump_count,
     new_id,
 )
 from agent_engine.tiers.base import TierStore
-from agent_engine.tiers.global_ import GlobalMemoryStore
 
 __all__ = ["PromotionResult", "promote"]
 
@@ -54,34 +51,14 @@ def promote(
     _validate.text("reason", reason)
     original = source.require(item_id)
     existing = target.query({"fingerprint": original.fingerprint}, limit=1)
-    if isinstance(target, GlobalMemoryStore):
-        verb = "Boost existing" if existing else "Promote"
-        target.confirm_or_raise(
-            "promote_to_global",
-            f"{verb} global memory: {original.text!r} (from {source.namespace})?",
-            (original,),
-        )
+    target.confirm_promotion(original, source.namespace, boost=bool(existing))
     detail = {"source_item_id": original.id, "source_namespace": source.namespace, "reason": reason}
     if existing:
-        current = existing[0]
-        boosted = attrs.evolve(
-            current,
-            importance=min(1.0, current.importance + DUPLICATE_BOOST),
-            access_count=bump_count(current.access_count),
-            last_accessed_at=target.clock(),
-        )
-        with target.audit.journal(
-            AuditAction.PROMOTE,
-            target.tier,
-            target.namespace,
-            (current.id,),
-            {**detail, "duplicate": True},
-        ):
-            target.backend.update(boosted)
+        boosted = target.reinforce(existing[0].id, DUPLICATE_BOOST, detail)
         return PromotionResult(boosted, duplicate=True)
     copy = attrs.evolve(
         original,
-        id=target.scoped_id(new_id()),
+        id=new_id(),
         tier=target.tier,
         namespace=target.namespace,
         embedding=None,
@@ -91,13 +68,4 @@ def promote(
         expires_at=None,
         provenance=Provenance(original.id, source.tier, source.namespace, target.clock(), reason),
     )
-    with target.audit.journal(
-        AuditAction.PROMOTE,
-        target.tier,
-        target.namespace,
-        (copy.id,),
-        {**detail, "duplicate": False},
-    ):
-        target.backend.add(copy)
-    target._after_add()  # noqa: SLF001 - the target's own post-add hook (eviction)
-    return PromotionResult(copy, duplicate=False)
+    return PromotionResult(target.receive(copy, detail), duplicate=False)
