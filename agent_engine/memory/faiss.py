@@ -1,8 +1,8 @@
 """The FAISS backend: a vector index over any record store.
 
 :class:`FaissBackend` keeps vectors in a FAISS index and delegates every payload to another
-:class:`~agent_engine.memory.backend.MemoryBackend` (an :class:`InMemoryBackend` by default,
-or a SQL store), so items are stored, filtered and counted by the record store and ranked by
+:class:`~agent_engine.memory.backend.MemoryBackend` (an in-memory store by default, or a
+SQL store), so items are stored, filtered and counted by the record store and ranked by
 the index. Every write goes to the record store first and reaches the index under the same
 lock, only once the store accepted it: a refused batch changes neither, a delete or update
 shows in the next search, and search re-reads ranked items from the store, so a hit always
@@ -43,6 +43,11 @@ node's links stay until the next rebuild), and saves the file before it returns.
 every backend does, and :meth:`FaissBackend.reembed` re-embeds the record store and then
 rebuilds the index from it, so the index never holds vectors of two embedders. Lexical
 search is the record store's own (it sees every write that reaches the store).
+
+**No other backend imported.** The backends are independent of one another (``lint-imports``
+checks it): the default record store is made by a :class:`StoreFactory` that
+:mod:`agent_engine.memory`, the package holding every backend, sets through
+:func:`set_default_store` (to :class:`~agent_engine.memory.inmemory.InMemoryBackend`).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -72,22 +77,43 @@ from agent_engine.memory.backend import (
     check_identity,
     check_vectors,
 )
-from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextItem, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
 
-__all__ = ["FaissBackend"]
+__all__ = ["FaissBackend", "StoreFactory", "set_default_store"]
 
 IndexKind = Literal["flat", "hnsw"]
 _MASK64 = (1 << 64) - 1
 
 
+class StoreFactory(Protocol):
+    """Makes the record store of a :class:`FaissBackend` given none (a backend class fits)."""
+
+    def __call__(self, *, embedder: Embedder | None, dim: int | None) -> MemoryBackend:
+        """A new, empty record store with this embedder and vector size."""
+        ...
+
+
+_default_store: StoreFactory | None = None
+
+
+def set_default_store(factory: StoreFactory) -> None:
+    """Make ``factory`` the record store of every later ``FaissBackend()`` given no ``store``.
+
+    :mod:`agent_engine.memory` sets it when imported (which Python does before this module
+    runs), so this module never imports another backend.
+    """
+    global _default_store  # noqa: PLW0603 - one setting, made once by the memory package
+    _default_store = factory
+
+
 class FaissBackend(BaseBackend):
     """A FAISS vector index in front of a record store (see the module docstring).
 
-    ``store`` holds the items (default: a new :class:`InMemoryBackend` with the same
-    embedder); give the backend the only handle you use to write it, and build the store
-    with the same embedder, so a persistent store records it by name. ``index`` is
+    ``store`` holds the items (default: a new in-memory store with the same embedder and
+    ``dim``, from the factory :func:`set_default_store` set); give the backend the only
+    handle you use to write it, and build the store with the same embedder, so a persistent
+    store records it by name. ``index`` is
     ``"flat"`` (exact) or ``"hnsw"``; ``hnsw_m``, ``ef_construction`` and ``ef_search`` tune
     the graph; their defaults (48, 200, 128) are the smallest measured to keep recall@10 at or
     above 0.95 with 1M items (M 32 and efConstruction 80 stopped at 0.89 even with ef 256).
@@ -127,9 +153,7 @@ class FaissBackend(BaseBackend):
                 )
         self.embedder = embedder
         self.dim = embedder.dim if embedder is not None else dim
-        self.store: MemoryBackend = (
-            store if store is not None else InMemoryBackend(embedder=embedder, dim=self.dim)
-        )
+        self.store: MemoryBackend = store if store is not None else _new_store(embedder, self.dim)
         self.kind: IndexKind = index
         self.index_path = Path(index_path) if index_path is not None else None
         self.ef_search = ef_search
@@ -526,6 +550,15 @@ class _HnswRanking(_Ranking):
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _new_store(embedder: Embedder | None, dim: int | None) -> MemoryBackend:
+    """A default record store from the factory :mod:`agent_engine.memory` set."""
+    if _default_store is None:  # pragma: no cover - agent_engine.memory sets it on import
+        raise ValidationError(
+            "store is required: no default record store is set", field="store", value=None
+        )
+    return _default_store(embedder=embedder, dim=dim)
 
 
 def _scoped_namespace(where: Filter) -> str | None:

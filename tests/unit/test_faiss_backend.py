@@ -227,6 +227,17 @@ def test_namespace_moves_follow_updates():
     }
 
 
+def test_default_store_keeps_items_in_memory():
+    """Made without a store, the backend gets a fresh in-memory one with its embedder."""
+    embedder = HashingEmbedder(dim=DIM)
+    backend = FaissBackend(embedder=embedder)
+    assert isinstance(backend.store, InMemoryBackend)
+    assert backend.store.embedder is embedder
+    backend.add(make_item(1))
+    assert backend.store.get("item-00001") is not None
+    assert FaissBackend(embedder=embedder).store is not backend.store
+
+
 def test_store_is_the_record_of_truth():
     """Items live in the given store; the backend exposes its journal and persistence flag."""
     store = InMemoryBackend(embedder=HashingEmbedder(dim=DIM))
