@@ -2,8 +2,15 @@
 
 The public API is what ``__all__`` lists; everything else may change without notice.
 ``__version__`` is the installed distribution's version.
+
+Importing the package stays light: the SQL backend's names (and with them SQLAlchemy and
+alembic) load on first use, as ``FaissBackend`` and ``SentenceTransformerEmbedder`` import
+their libraries only when one is built.
 """
 
+import typing as _typing
+
+from agent_engine import _lazy
 from agent_engine._version import __version__
 from agent_engine.assembler.allocation import allocate
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
@@ -61,12 +68,6 @@ from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.memory.sql import (
-    SQLAlchemyBackend,
-    database_revision,
-    default_database_url,
-    upgrade_database,
-)
 from agent_engine.models import (
     AuditAction,
     AuditEvent,
@@ -95,6 +96,22 @@ from agent_engine.tokens import (
     TokenCounter,
     TransformersTokenCounter,
 )
+
+if _typing.TYPE_CHECKING:
+    from agent_engine.memory.sql import (
+        SQLAlchemyBackend,
+        database_revision,
+        default_database_url,
+        upgrade_database,
+    )
+else:
+    __getattr__, __dir__ = _lazy.on_first_use(
+        globals(),
+        dict.fromkeys(
+            ["SQLAlchemyBackend", "database_revision", "default_database_url", "upgrade_database"],
+            "agent_engine.memory.sql",
+        ),
+    )
 
 __all__ = [
     "AgentEngineError",

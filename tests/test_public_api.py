@@ -13,10 +13,15 @@ class TestPublicApi:
         assert agent_engine.__all__ == sorted(agent_engine.__all__)
 
     def test_all_matches_public_attributes(self):
-        """Every public attribute is exported, and every export exists."""
+        """Every public attribute is exported, and every export exists.
+
+        ``dir()``, not ``vars()``: the names that load on first use are not in the module's
+        namespace until then, and ``getattr`` loads each one, so a lazy name that does not
+        resolve fails here.
+        """
         public = {
             name
-            for name in vars(agent_engine)
+            for name in dir(agent_engine)
             if not name.startswith("_")
             and not isinstance(getattr(agent_engine, name), type(agent_engine))
         }
