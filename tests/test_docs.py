@@ -244,7 +244,7 @@ def test_shell_commands_run(
     last_added: str | None = None
     for step in session.steps:
         if step.cd is not None:
-            cwd = Path(step.cd.replace("~", str(home), 1))
+            cwd = cwd / Path(step.cd).expanduser()  # HOME is the session's home
             cwd.mkdir(parents=True, exist_ok=True)
             continue
         argv = [last_added if DOC_ID.match(arg) and last_added else arg for arg in step.argv]

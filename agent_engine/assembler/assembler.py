@@ -60,7 +60,7 @@ from agent_engine.models import (
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
-from agent_engine.tiers.task import TaskMemoryStore
+from agent_engine.tiers.task import TaskMemoryStore, task_namespace
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["AssemblerConfig", "ContextAssembler"]
@@ -156,7 +156,7 @@ class ContextAssembler:
         self.max_project_items = max_project_items
         self.clock = clock
         self.strict = strict
-        self._tasks: dict[tuple[str, str, str], TaskMemoryStore] = {}
+        self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
         self._lock = threading.Lock()
@@ -653,11 +653,11 @@ class ContextAssembler:
 _by_score = operator.attrgetter("score")
 
 
-def _task_key(task: Task | str) -> tuple[str, str, str]:
-    """What scopes a task's memory: its project, its user and its id."""
+def _task_key(task: Task | str) -> str:
+    """The namespace of a task's memory, as its store builds it (defaults included)."""
     if isinstance(task, Task):
-        return task.project_id, task.user_id, task.id
-    return "default", "default", task
+        return task_namespace(task.id, task.project_id, task.user_id)
+    return task_namespace(task)
 
 
 def _count_by_reason(omissions: list[Omission]) -> dict[str, int]:

@@ -23,11 +23,13 @@ from typing import Any
 import attrs
 
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.assembler.package import Selection
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
 from agent_engine.bench.locomo import CATEGORIES, Conversation
 from agent_engine.embeddings import Embedder
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier
+from agent_engine.tiers.scope import local_id
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["BASELINES", "QualityConfig", "run_quality", "split_of"]
@@ -63,11 +65,7 @@ def _stores(
     counter: TokenCounter,
     config: QualityConfig,
     policies: Mapping[str, Policy],
-) -> tuple[ContextAssembler, Task, dict[str, str]]:
-    """The conversation in an assembler's stores, and the turn id behind each stored id.
-
-    Stores qualify ids with their scope; recall is scored on the dataset's own turn ids.
-    """
+) -> tuple[ContextAssembler, Task]:
     backend = InMemoryBackend(embedder=embedder)
     end = conversation.ends_at + timedelta(days=1)
     assembler = ContextAssembler(
@@ -83,13 +81,17 @@ def _stores(
     live = config.live_turns
     history = conversation.items[:-live] if live else conversation.items
     recent = conversation.items[-live:] if live else ()
-    stored = assembler.project_store(task.project_id).add_many(history)
+    assembler.project_store(task.project_id).add_many(history)
     task_store = assembler.task_store(task)
-    stored += task_store.add_many(
+    task_store.add_many(
         attrs.evolve(item, tier=Tier.TASK, namespace=task_store.namespace) for item in recent
     )
-    turns = [*history, *recent]
-    return assembler, task, {item.id: turn.id for item, turn in zip(stored, turns, strict=True)}
+    return assembler, task
+
+
+def _turn(selection: Selection) -> str:
+    """The dataset's own id of a selected turn (stores prefix ids with their scope)."""
+    return local_id(selection.item.namespace, selection.item.id)
 
 
 def run_quality(
@@ -109,7 +111,7 @@ def run_quality(
     config = config or QualityConfig()
     records: list[dict[str, Any]] = []
     for conversation in conversations:
-        assembler, task, turn_of = _stores(conversation, embedder, counter, config, policies)
+        assembler, task = _stores(conversation, embedder, counter, config, policies)
         for question in conversation.questions:
             evidence = set(question.evidence)
             for policy in config.policies:
@@ -127,19 +129,15 @@ def run_quality(
                         task,
                         ContextRequest(budget_tokens=budget, query=question.text, policy=policy),
                     )
-                    included = {turn_of[selection.item.id] for selection in package.selections}
+                    included = {_turn(selection) for selection in package.selections}
                     found = len(evidence & included)
                     record["recall"][budget] = found / len(evidence)
                     record["full"][budget] = found == len(evidence)
                     largest = package
                 if largest is not None:
-                    scores = {turn_of[s.item.id]: s.score for s in largest.selections}
-                    ranked = sorted(
-                        (turn_of[s.item.id] for s in largest.selections),
-                        key=lambda turn: (-scores[turn], turn),
-                    )
+                    ranked = sorted(largest.selections, key=lambda s: (-s.score, _turn(s)))
                     for k in config.recall_at:
-                        top = set(ranked[:k])
+                        top = {_turn(s) for s in ranked[:k]}
                         record["recall"][f"@{k}"] = len(evidence & top) / len(evidence)
                 records.append(record)
             if progress is not None:

@@ -26,7 +26,7 @@ from agent_engine.cli._app import app
 from agent_engine.cli._errors import EXIT_ERROR, EXIT_OK, report
 from agent_engine.cli._settings import Settings
 
-__all__ = ["run", "usage_words"]
+__all__ = ["run"]
 
 _PROGRAM = "agent-engine"
 
@@ -39,12 +39,9 @@ def run(args: Sequence[str], settings: Settings) -> int:
             result = command.invoke(ctx)
     except typer.Exit as done:
         return done.exit_code
-    except typer.Abort:
-        sys.stderr.write("aborted\n")
-        return EXIT_ERROR
     except ClickException as error:
         if isinstance(error, typer.BadParameter):
-            error.message = usage_words(error)
+            error.message = _usage_words(error)
         error.show(sys.stderr)
         return error.exit_code
     except SystemExit as exited:  # the benchmark runner's own parser (exit 2 on bad usage)
@@ -55,7 +52,7 @@ def run(args: Sequence[str], settings: Settings) -> int:
     return result if isinstance(result, int) else EXIT_OK
 
 
-def usage_words(error: typer.BadParameter) -> str:
+def _usage_words(error: typer.BadParameter) -> str:
     """What was wrong with a parameter's value, said plainly.
 
     typer converts values through pydantic and keeps pydantic's message; the structured

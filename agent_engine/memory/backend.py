@@ -336,8 +336,8 @@ class BaseBackend(abc.ABC):
         """Remove items and every trace of them this backend keeps; return how many existed.
 
         Besides removing the items, replace each id by ``tokens[id]`` in the journal and in the
-        provenance of other items (:meth:`_redact_provenance` helps), and make sure the
-        files the backend writes no longer hold the items' bytes when this returns.
+        provenance of other items (:meth:`_redact_provenance` helps). What the files still
+        hold of them is pushed out afterwards by :meth:`_flush_erased`.
         """
 
     @abc.abstractmethod
@@ -454,7 +454,16 @@ class BaseBackend(abc.ABC):
             return 0
         written = self._erase(ids, {i: given.get(i) or erasure_token(i) for i in ids})
         self._lexical_removed(ids, written)
+        self._flush_erased()
         return written.count
+
+    def _flush_erased(self) -> None:  # noqa: B027 - a no-op default that file-backed backends override.
+        """Push what a committed erase removed out of the files the backend writes.
+
+        Runs after the erase committed and this backend forgot the items, so a failure here
+        (a reader holding a log file, say) leaves nothing of them readable, only bytes the
+        next flush removes.
+        """
 
     @staticmethod
     def _redact_provenance(item: ContextItem, tokens: Mapping[str, str]) -> ContextItem | None:
@@ -953,10 +962,7 @@ def _scope_filter(key: _ScopeKey) -> Filter:
 
 
 def _in_scope(key: _ScopeKey, item: ContextItem) -> bool:
-    namespace, tier = key
-    return (namespace is None or item.namespace == namespace) and (
-        tier is None or item.tier is tier
-    )
+    return _in_key(key, (item.namespace, item.tier))
 
 
 def _scopes_overlap(a: _ScopeKey, b: _ScopeKey) -> bool:

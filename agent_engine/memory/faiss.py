@@ -353,14 +353,27 @@ class FaissBackend(BaseBackend):
             return Written(removed)
 
     def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
-        """Erase in the record store, drop the rows, zero HNSW's dead vectors, save the file."""
+        """Erase in the record store, drop the rows, zero HNSW's dead vectors, save the file.
+
+        The record store may raise after its erase committed (its own flush failed): the
+        rows of whatever it no longer holds are dropped and the file saved all the same.
+        """
         with self._lock:
-            removed = self.store.erase(item_ids, tokens=tokens)
-            self._unindex(item_ids)
-            if self._rows is not None:
-                self._rows.zero_dead_vectors()
-            self.save()
+            try:
+                removed = self.store.erase(item_ids, tokens=tokens)
+            except BaseException:
+                stored = {item.id for item in self.store.get_many(item_ids)}
+                self._drop_rows([i for i in item_ids if i not in stored])
+                raise
+            self._drop_rows(item_ids)
             return Written(removed)
+
+    def _drop_rows(self, item_ids: list[str]) -> None:
+        """Forget erased items' rows and leave no vector of a dead row in the index file."""
+        self._unindex(item_ids)
+        if self._rows is not None:
+            self._rows.zero_dead_vectors()
+        self.save()
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
         order_by = order.field if order.descending else f"-{order.field}"

@@ -29,9 +29,17 @@ from agent_engine.memory.backend import (
     SearchHit,
     item_batch,
 )
-from agent_engine.models import AuditAction, ContextItem, Status, Tier, bump_count, new_id, utcnow
+from agent_engine.models import (
+    AuditAction,
+    ContextItem,
+    Status,
+    Tier,
+    bump_count,
+    new_id,
+    utcnow,
+)
 from agent_engine.tiers.audit import AuditLog
-from agent_engine.tiers.scope import id_prefix, scoped_id
+from agent_engine.tiers.scope import id_prefix, qualified, scoped_id
 from agent_engine.tokens import DEFAULT_COUNTER
 
 __all__ = ["TierStore"]
@@ -108,7 +116,8 @@ class TierStore:
 
     def scoped_id(self, item_id: str) -> str:
         """``item_id`` as this store writes it: a local id gets the scope's prefix."""
-        return scoped_id(self.namespace, _validate.text("id", item_id))
+        whole = qualified(self.id_prefix, _validate.text("id", item_id))
+        return whole if whole is not None else scoped_id(self.namespace, item_id)
 
     def _in_scope(self, item: ContextItem) -> bool:
         return item.namespace == self.namespace and item.tier is self.tier
@@ -118,17 +127,20 @@ class TierStore:
 
         An id is looked up as this scope writes it and, when that differs, as given: an item
         stored before ids were qualified is found in its own scope. Either way an item of
-        another scope is not found, exactly like a missing one.
+        another scope is not found, exactly like a missing one, whatever its length. Ids the
+        store handed out (what a build's searches return) already carry the prefix and cost
+        one lookup each.
         """
         asked = list(
             dict.fromkeys(_validate.text("id", i) for i in _validate.sequence("item_ids", item_ids))
         )
-        wanted = {item_id: self.scoped_id(item_id) for item_id in asked}
-        lookups = list(wanted.values()) + [i for i, q in wanted.items() if q != i]
+        wanted = {item_id: qualified(self.id_prefix, item_id) for item_id in asked}
+        lookups = [q for q in wanted.values() if q is not None]
+        lookups += [i for i, q in wanted.items() if q != i]
         found = {item.id: item for item in self.backend.get_many(lookups) if self._in_scope(item)}
         resolved: dict[str, ContextItem] = {}
-        for item_id, qualified in wanted.items():
-            item = found.get(qualified) or found.get(item_id)
+        for item_id, whole in wanted.items():
+            item = (found.get(whole) if whole else None) or found.get(item_id)
             if item is not None:
                 resolved[item_id] = item
         return resolved
@@ -337,13 +349,16 @@ class TierStore:
         self._after_add()
         return stored
 
-    def reinforce(self, item_id: str, boost: float, detail: Mapping[str, Any]) -> ContextItem:
-        """Raise an item's importance by ``boost`` (capped at 1) and count one access.
+    def reinforce(
+        self, current: ContextItem, boost: float, detail: Mapping[str, Any]
+    ) -> ContextItem:
+        """Raise one of this store's items' importance by ``boost`` (capped at 1), count an access.
 
         What a promotion does when this store already holds its content (seed 001 section
-        12), journaled as a ``promote`` event marked as a duplicate.
+        12), journaled as a ``promote`` event marked as a duplicate. ``current`` is the item
+        as the caller just read it from this store.
         """
-        current = self.require(item_id)
+        self._check_scope([current])
         boosted = attrs.evolve(
             current,
             importance=min(1.0, current.importance + boost),

@@ -54,7 +54,7 @@ def promote(
     target.confirm_promotion(original, source.namespace, boost=bool(existing))
     detail = {"source_item_id": original.id, "source_namespace": source.namespace, "reason": reason}
     if existing:
-        boosted = target.reinforce(existing[0].id, DUPLICATE_BOOST, detail)
+        boosted = target.reinforce(existing[0], DUPLICATE_BOOST, detail)
         return PromotionResult(boosted, duplicate=True)
     copy = attrs.evolve(
         original,

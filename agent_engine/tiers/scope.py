@@ -35,6 +35,7 @@ __all__ = [
     "local_id",
     "parse_task_namespace",
     "project_namespace",
+    "qualified",
     "scoped_id",
     "task_namespace",
 ]
@@ -117,13 +118,18 @@ def local_id(namespace: str, item_id: str) -> str:
     return item_id.removeprefix(id_prefix(namespace))
 
 
-def scoped_id(namespace: str, item_id: str) -> str:
-    """``item_id`` as written in ``namespace``: a local id gets the scope's prefix."""
-    prefix = id_prefix(namespace)
+def qualified(prefix: str, item_id: str) -> str | None:
+    """``item_id`` under a scope's ``prefix``; ``None`` for a local id too long to carry one."""
     if item_id.startswith(prefix):
         return item_id
-    if len(item_id) > MAX_ID_LENGTH:
+    return prefix + item_id if len(item_id) <= MAX_ID_LENGTH else None
+
+
+def scoped_id(namespace: str, item_id: str) -> str:
+    """``item_id`` as written in ``namespace``: a local id gets the scope's prefix."""
+    whole = qualified(id_prefix(namespace), item_id)
+    if whole is None:
         raise ValidationError(
             f"id is longer than {MAX_ID_LENGTH} characters", field="id", value=item_id
         )
-    return prefix + item_id
+    return whole

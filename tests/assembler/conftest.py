@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from agent_engine import ContextAssembler
-from tests.tiers.conftest import _postgres_url, _sqlite_template, backend, clock
+from tests.tiers.conftest import backend, clock
 
-__all__ = ["_postgres_url", "_sqlite_template", "assembler", "backend", "clock"]
+__all__ = ["assembler", "backend", "clock"]
 
 
 @pytest.fixture

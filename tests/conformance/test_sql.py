@@ -6,24 +6,9 @@ import shutil
 
 import pytest
 
-from agent_engine.memory.sql import SQLAlchemyBackend, upgrade_database
+from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.testing.conformance import BackendConformance
-from agent_engine.testing.databases import postgres_schema, sql_delete_all
-
-
-@pytest.fixture(scope="module")
-def sqlite_template(tmp_path_factory):
-    """A migrated database file, copied per test: a fresh file without a migration each time."""
-    path = tmp_path_factory.mktemp("sqlite") / "template.db"
-    upgrade_database(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    with postgres_schema() as url:
-        upgrade_database(url)
-        yield url
+from agent_engine.testing.databases import sql_delete_all
 
 
 class TestSQLiteFile(BackendConformance):

@@ -12,24 +12,9 @@ import pytest
 
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.memory.sql import SQLAlchemyBackend, upgrade_database
-from agent_engine.testing.databases import postgres_schema, sql_delete_all
+from agent_engine.memory.sql import SQLAlchemyBackend
+from agent_engine.testing.databases import sql_delete_all
 from agent_engine.testing.fuzz import BackendFuzz
-
-
-@pytest.fixture(scope="module")
-def sqlite_template(tmp_path_factory):
-    """A migrated database file, copied per test."""
-    path = tmp_path_factory.mktemp("fuzz-sqlite") / "template.db"
-    upgrade_database(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    with postgres_schema() as url:
-        upgrade_database(url)
-        yield url
 
 
 class TestInMemoryFuzz(BackendFuzz):

@@ -10,24 +10,10 @@ import pytest
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.memory.sql import SQLAlchemyBackend, upgrade_database
-from agent_engine.testing.databases import postgres_schema, sql_delete_all
+from agent_engine.memory.sql import SQLAlchemyBackend
+from agent_engine.testing.databases import sql_delete_all
 
 BACKENDS = ["memory", "faiss", "sqlite", "postgresql"]
-
-
-@pytest.fixture(scope="session")
-def _sqlite_template(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiers-sqlite") / "template.db"
-    upgrade_database(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture(scope="session")
-def _postgres_url():
-    with postgres_schema() as url:
-        upgrade_database(url)
-        yield url
 
 
 @pytest.fixture(params=BACKENDS)
@@ -42,11 +28,11 @@ def backend(request, tmp_path):
             yield backend
     elif request.param == "sqlite":
         path = tmp_path / "memory.db"
-        shutil.copy(request.getfixturevalue("_sqlite_template"), path)
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
         with SQLAlchemyBackend(f"sqlite:///{path}", embedder=embedder) as backend:
             yield backend
     else:
-        url = request.getfixturevalue("_postgres_url")
+        url = request.getfixturevalue("postgres_url")
         sql_delete_all(url)
         with SQLAlchemyBackend(url, embedder=embedder) as backend:
             yield backend

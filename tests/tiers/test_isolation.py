@@ -145,6 +145,16 @@ class TestScopedIds:
         assert [e.action for e in events] == [AuditAction.ADD, AuditAction.ADD]
         assert b.list_all() == [b_item]
 
+    def test_a_long_id_of_another_scope_is_not_found(self, stores):
+        """A whole id of another scope, longer than a local id may be, reads as missing."""
+        a, b, _, _ = stores
+        long_item = b.add(b.new_item("decision", "long", id="x" * 255))
+        assert len(long_item.id) > 255
+        assert a.get(long_item.id) is None
+        assert a.get_many([long_item.id]) == []
+        assert a.delete(long_item.id) is False
+        assert b.get(long_item.id) == long_item
+
     def test_an_id_this_scope_holds_is_a_duplicate(self, stores):
         """Within one scope, a local id and the whole id name one item: adding it twice fails."""
         a, _, _, _ = stores

@@ -99,8 +99,9 @@ class _Clock:
 def make_backend(request, tmp_path):
     """A factory of empty backends of one kind: each world of an example gets a fresh one.
 
-    The migrated SQLite file and the PostgreSQL schema are the tier tests' own fixtures; a
-    PostgreSQL backend is emptied when the next is made, so the worlds run one after another.
+    The migrated SQLite file and the PostgreSQL schema are the run's shared fixtures
+    (tests/conftest.py); a PostgreSQL backend is emptied when the next is made, so the worlds
+    run one after another.
     """
     counter = itertools.count()
     opened: list[Any] = []
@@ -112,12 +113,12 @@ def make_backend(request, tmp_path):
         if request.param == "memory":
             backend = InMemoryBackend(embedder=embedder)
         elif request.param == "postgresql":
-            url = request.getfixturevalue("_postgres_url")
+            url = request.getfixturevalue("postgres_url")
             sql_delete_all(url)
             backend = SQLAlchemyBackend(url, embedder=embedder)
         else:
             path = tmp_path / f"store-{next(counter)}.db"
-            shutil.copy(request.getfixturevalue("_sqlite_template"), path)
+            shutil.copy(request.getfixturevalue("sqlite_template"), path)
             backend = SQLAlchemyBackend(f"sqlite:///{path}", embedder=embedder)
             if request.param == "faiss-sqlite":
                 backend = FaissBackend(backend, embedder=embedder)

@@ -15,6 +15,7 @@ from agent_engine.errors import BackendUnavailableError, ValidationError
 from agent_engine.memory._faiss_index import RowIndex, load_faiss
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.testing.conformance import make_item
 
 DIM = 32
@@ -319,3 +320,31 @@ def test_kept_namespace_rows_and_selectors_follow_every_write(ops):
                 selector = rows.namespace_selector(name)
                 members = [row for row in range(rows.size) if selector.is_member(row)]
                 assert members == expected
+
+
+class _FlushFails(SQLAlchemyBackend):
+    """A SQLite store whose post-erase flush fails, as when a reader holds its log."""
+
+    def _flush_erased(self) -> None:
+        raise BackendUnavailableError("a reader holds the write-ahead log")
+
+
+class TestEraseWhoseFlushFails:
+    def test_nothing_erased_stays_searchable(self, tmp_path):
+        """The erase committed, then the flush failed: the error reaches the caller, and
+        neither the vector index, its file nor the lexical index still holds the item."""
+        embedder = HashingEmbedder(dim=32)
+        store = _FlushFails(f"sqlite:///{tmp_path / 'memory.db'}", embedder=embedder)
+        path = tmp_path / "vectors.faiss"
+        with FaissBackend(store, embedder=embedder, index_path=path) as backend:
+            items = [make_item(n, text=f"zebra number {n}") for n in range(3)]
+            backend.add_many(items)
+            with pytest.raises(BackendUnavailableError):
+                backend.erase([items[0].id])
+            assert backend.get(items[0].id) is None
+            assert items[0].id not in {h.item.id for h in backend.search("zebra number 0", k=3)}
+            lexical = backend.lexical_search("zebra number 0", k=3)
+            assert items[0].id not in {h.item.id for h in lexical}
+        saved = path.read_bytes()  # as closing left it
+        assert items[1].id.encode("utf-32-le") in saved
+        assert items[0].id.encode("utf-32-le") not in saved

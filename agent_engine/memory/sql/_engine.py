@@ -317,7 +317,7 @@ def flush_erased(engine: sa.Engine, tables: list[str]) -> None:
     log = get_logger(component="sql", operation="flush_erased")
     if is_sqlite(engine):
         database = engine.url.database or ""
-        if database in {"", ":memory:"} or "mode=memory" in database:
+        if _in_memory(database):
             return
         # The checkpoint itself waits for readers through the busy handler (the busy timeout).
         with engine.connect() as connection:

@@ -33,6 +33,7 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from agent_engine import _validate
 from agent_engine.filters import Condition, FieldKind, Filter, Op, Order
 from agent_engine.memory.sql._rows import encode_time
 from agent_engine.memory.sql._schema import item_tags, items
@@ -177,7 +178,7 @@ def _one_of(
 
 
 def _beyond_64_bits(value: Any) -> bool:
-    return isinstance(value, int) and not -(2**63) <= value < 2**63
+    return isinstance(value, int) and not _validate.MIN_INT <= value <= _validate.MAX_INT
 
 
 # ----------------------------------------------------------------------------- tags

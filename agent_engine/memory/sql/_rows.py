@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from agent_engine.models import ContextItem, Provenance, Status, Tier
+from agent_engine.models import ContextItem, Provenance, Status, Tier, Vector
 from agent_engine.serde import from_dict, to_dict
 
-__all__ = ["decode_time", "encode_time", "item_row", "row_item", "tag_rows"]
+__all__ = ["decode_time", "encode_time", "encode_vector", "item_row", "row_item", "tag_rows"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -37,6 +37,11 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def encode_vector(vector: Vector) -> bytes:
+    """A vector as stored: little-endian float32 bytes."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
 def item_row(item: ContextItem) -> dict[str, Any]:
     """The ``ae_items`` row of ``item``."""
     return {
@@ -52,9 +57,7 @@ def item_row(item: ContextItem) -> dict[str, Any]:
         "importance": item.importance,
         "token_cost": item.token_cost,
         "payload": _dumps(item.payload),
-        "embedding": None
-        if item.embedding is None
-        else np.asarray(item.embedding, dtype="<f4").tobytes(),
+        "embedding": None if item.embedding is None else encode_vector(item.embedding),
         "status": item.status.value,
         "access_count": item.access_count,
         "last_accessed_at": None

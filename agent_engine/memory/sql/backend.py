@@ -72,7 +72,7 @@ from agent_engine.memory.sql._meta import (
     write_reembedding,
 )
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
-from agent_engine.memory.sql._rows import encode_time, item_row, row_item, tag_rows
+from agent_engine.memory.sql._rows import encode_time, encode_vector, item_row, row_item, tag_rows
 from agent_engine.memory.sql._schema import audit_events, item_tags, items
 from agent_engine.models import MAX_COUNT, ContextItem, Tier
 
@@ -252,29 +252,30 @@ class SQLAlchemyBackend(BaseBackend):
 
     def _reembed_write(self, batch: list[ContextItem], target: EmbedderIdentity) -> None:
         # The vector is written only if what it was made from is still the item's: an edit
-        # that landed since the batch was read keeps its own (vector-less) state.
+        # that landed since the batch was read keeps its own (vector-less) state. The text,
+        # kind and fingerprint (which covers the payload of an item without text) say so
+        # without comparing re-encoded JSON, whose bytes an older writer may have laid out
+        # differently.
         statement = (
             items.update()
             .where(
                 items.c.id == sa.bindparam("key"),
                 items.c.text == sa.bindparam("was_text"),
                 items.c.kind == sa.bindparam("was_kind"),
-                items.c.payload == sa.bindparam("was_payload"),
+                items.c.fingerprint == sa.bindparam("was_fingerprint"),
             )
             .values(embedding=sa.bindparam("vector"))
         )
-        rows = []
-        for item in batch:
-            row = item_row(item)
-            rows.append(
-                {
-                    "key": item.id,
-                    "was_text": row["text"],
-                    "was_kind": row["kind"],
-                    "was_payload": row["payload"],
-                    "vector": row["embedding"],
-                }
-            )
+        rows = [
+            {
+                "key": item.id,
+                "was_text": item.text,
+                "was_kind": item.kind,
+                "was_fingerprint": item.fingerprint,
+                "vector": None if item.embedding is None else encode_vector(item.embedding),
+            }
+            for item in batch
+        ]
 
         def work(connection: sa.Connection) -> None:
             _check_reembedding(connection, target)
@@ -286,24 +287,29 @@ class SQLAlchemyBackend(BaseBackend):
     def _reembed_finish(self, target: EmbedderIdentity) -> None:
         size = target.dim * 4
 
-        def work(connection: sa.Connection) -> None:
+        def work(connection: sa.Connection) -> str | None:
             _check_reembedding(connection, target)
-            left = connection.execute(
+            left: str | None = connection.execute(
                 sa.select(items.c.id)
                 .where(items.c.embedding.is_not(None), sa.func.length(items.c.embedding) != size)
                 .limit(1)
             ).scalar()
-            if left is not None:
-                raise ReembedRequiredError(
-                    f"item {left!r} still holds a vector of another size after re-embedding; "
-                    f"run `{REEMBED_COMMAND}` again",
-                    target=target,
-                    backend="SQLAlchemyBackend",
-                )
-            write_identity(connection, target)
-            write_reembedding(connection, None)
+            if left is None:
+                write_identity(connection, target)
+                write_reembedding(connection, None)
+            else:
+                # Resuming after the last batch would never reach it again: start over.
+                write_reembedding(connection, Reembedding(target))
+            return left
 
-        self._write(work)
+        left = self._write(work)
+        if left is not None:
+            raise ReembedRequiredError(
+                f"item {left!r} still holds a vector of another size after re-embedding; "
+                f"run `{REEMBED_COMMAND}` again (it starts over)",
+                target=target,
+                backend="SQLAlchemyBackend",
+            )
         self._log.info("re-embedded", embedder=target.name, dim=target.dim)
 
     # ------------------------------------------------------------------ transactions
@@ -462,10 +468,10 @@ class SQLAlchemyBackend(BaseBackend):
         return Written(len(scopes), bump_versions(connection, scopes))
 
     def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
-        """Delete, redact the journal and provenance in one transaction, then flush the files.
+        """Delete, and redact the journal and provenance, in one transaction.
 
         ``secure_delete`` (always on) zeroes the freed bytes in the database file; the flush
-        empties SQLite's write-ahead log, or vacuums the tables on PostgreSQL
+        that follows empties SQLite's write-ahead log, or vacuums the tables on PostgreSQL
         (:func:`~agent_engine.memory.sql._engine.flush_erased`).
         """
 
@@ -475,10 +481,11 @@ class SQLAlchemyBackend(BaseBackend):
             redact_events(connection, tokens)
             return removed
 
-        removed = self._write(work)
+        return self._write(work)
+
+    def _flush_erased(self) -> None:
         with self._guard, self._translating():
             flush_erased(self._engine, [table.name for table in (items, item_tags, audit_events)])
-        return removed
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
         query = select_items(where, order, limit, self._dialect)
