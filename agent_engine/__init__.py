@@ -89,6 +89,7 @@ from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
+from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 from agent_engine.tokens import (
     DEFAULT_COUNTER,
@@ -160,6 +161,7 @@ __all__ = [
     "LexicalScorer",
     "LowestImportanceOldest",
     "MemoryBackend",
+    "MemoryStores",
     "Omission",
     "OmissionReason",
     "Policy",

@@ -19,6 +19,7 @@ from agent_engine.models import ContextRequest, Task
 from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.retrieval.fusion import rrf
 from agent_engine.retrieval.text import analyze
+from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tokens import DEFAULT_COUNTER
 
 SIZE = 10_000
@@ -113,8 +114,7 @@ def test_rrf(benchmark):
 @pytest.mark.benchmark(group="build_context at 10k")
 def test_build_context(benchmark, backend, embedder):
     assembler = ContextAssembler(
-        backend,
-        task_backend=InMemoryBackend(embedder=embedder),
+        MemoryStores(backend, task_backend=InMemoryBackend(embedder=embedder)),
         config=AssemblerConfig(track_access=False),
     )
     task = Task(id="t", project_id="bench", description="fix the flaky deploy pipeline")

@@ -1,14 +1,21 @@
-"""A bounded cache of token costs that several threads may share."""
+"""Bounded caches of token costs that several threads, and every build of an assembler, share."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
+from datetime import date
 from typing import Generic, TypeVar
 
+import attrs
 from cachetools import FIFOCache
 
+__all__ = ["BodyKey", "CostCache", "CostCaches"]
+
 K = TypeVar("K", bound=Hashable)
+
+BodyKey = tuple[str, str, str]
+"""A body count's cache key: item id, what was counted (fingerprint or shown text), format."""
 
 
 class CostCache(Generic[K]):
@@ -37,3 +44,17 @@ class CostCache(Generic[K]):
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+@attrs.frozen
+class CostCaches:
+    """The counts an assembler keeps across builds, for one counter and one layout.
+
+    ``bodies``: body counts by item version. ``headers``: section and session header
+    strings, which recur in every build. ``groups``: a session group header's units by
+    session and day.
+    """
+
+    bodies: CostCache[BodyKey] = attrs.field(factory=lambda: CostCache(maxsize=100_000))
+    headers: CostCache[str] = attrs.field(factory=lambda: CostCache(maxsize=10_000))
+    groups: CostCache[tuple[str, date]] = attrs.field(factory=lambda: CostCache(maxsize=10_000))

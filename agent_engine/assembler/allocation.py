@@ -1,23 +1,131 @@
-"""Splitting a token budget between tiers.
+"""The budget: how a context's tokens are split between tiers, and the order they are filled in.
 
-Each tier first gets ``floor(budget * share)`` (40/40/20 by default). Allocation is
-work-conserving: whatever a tier leaves unused, and the rounding remainder, is offered to the
-tiers again in ``spill_order`` once every tier has had its own share, so a package is never
-smaller than its candidates allow.
+**Shares.** A request's ``shares`` win; else the agent profile it names; else the assembler's
+split (40/40/20 by default). Each tier's own allocation is ``floor(budget * share)``: the
+floors never add up to more than the budget, and what rounding leaves over is spill-over.
+
+**The fill** (work-conserving: a package is never smaller than its candidates allow):
+
+0. pinned items of every tier, against the whole budget (pinned is "always in when it fits");
+1. each tier within its own allocation: the task timeline's HEAD then TAIL, then the ranked
+   middle; other tiers their ranked candidates;
+2. spill-over: the budget left by every tier goes to the tiers in ``spill_order``, protected
+   items (HEAD/TAIL) first, then ranked ones. A tier with a HEAD or TAIL item still waiting
+   offers its ranked middle only after that turn (first within what is left of its share),
+   so a middle item never takes room a waiting HEAD or TAIL item could have had.
+
+The packer charges what each offered item costs and says whether it fits; this module decides
+who is offered what room, when.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
-from agent_engine.models import Tier, TierShares
+import attrs
 
-__all__ = ["DEFAULT_SPILL_ORDER", "allocate"]
+from agent_engine.assembler.packer import Entry, Packer
+from agent_engine.assembler.render import PROMPT_ORDER
+from agent_engine.errors import ValidationError
+from agent_engine.models import ContextRequest, Tier, TierShares
+
+__all__ = ["DEFAULT_SPILL_ORDER", "Budget", "Offers", "allocate", "fill", "plan_budget"]
 
 DEFAULT_SPILL_ORDER = (Tier.TASK, Tier.PROJECT, Tier.GLOBAL)
 """Who gets leftover budget first: the current task, then project knowledge, then global."""
 
 
+@attrs.frozen
+class Budget:
+    """One build's budget: its tokens, the split they follow and each tier's own allocation."""
+
+    tokens: int
+    shares: TierShares
+    allocation: Mapping[Tier, int]
+    spill_order: tuple[Tier, ...]
+
+
+class Offers(Protocol):
+    """A tier's candidates as the fill offers them: pinned, protected (HEAD/TAIL), ranked."""
+
+    @property
+    def tier(self) -> Tier:
+        """The tier the candidates are of."""
+
+    @property
+    def pinned(self) -> Sequence[Entry]:
+        """Pinned items: in whenever they fit, against the whole budget."""
+
+    @property
+    def protected(self) -> Sequence[Entry]:
+        """HEAD then TAIL items of the task timeline (empty for other tiers)."""
+
+    @property
+    def ranked(self) -> Sequence[Entry]:
+        """The rest, best first."""
+
+
 def allocate(budget: int, shares: TierShares) -> dict[Tier, int]:
     """Each tier's own share of ``budget`` (the remainder is left for spill-over)."""
     return {tier: math.floor(budget * shares.of(tier)) for tier in Tier}
+
+
+def plan_budget(
+    request: ContextRequest,
+    *,
+    shares: TierShares,
+    profiles: Mapping[str, TierShares],
+    spill_order: tuple[Tier, ...] = DEFAULT_SPILL_ORDER,
+) -> Budget:
+    """The budget of ``request``: its split (see the module docstring) and allocations.
+
+    ``shares`` and ``profiles``: the assembler's split and its agent profiles' splits.
+    """
+    split = request.shares
+    if split is None and request.profile is not None:
+        split = _profile(request.profile, profiles)
+    split = split or shares
+    tokens = request.budget_tokens
+    return Budget(tokens, split, allocate(tokens, split), spill_order)
+
+
+def _profile(name: str, profiles: Mapping[str, TierShares]) -> TierShares:
+    try:
+        return profiles[name]
+    except KeyError:
+        known = ", ".join(sorted(profiles)) or "none configured"
+        raise ValidationError(
+            f"unknown agent profile {name!r}; known: {known}", field="profile", value=name
+        ) from None
+
+
+def fill(packer: Packer, offers: Mapping[Tier, Offers], spill_order: Sequence[Tier]) -> None:
+    """Offer every tier's candidates to ``packer`` in the phases of the module docstring."""
+    left = packer.left
+    by_prompt = [offers[tier] for tier in PROMPT_ORDER if tier in offers]
+    by_spill = [offers[tier] for tier in spill_order if tier in offers]
+    for tier_offers in by_prompt:  # phase 0: pinned, against the whole budget
+        packer.offer_all(tier_offers.pinned, left, may_truncate=True)
+
+    def room(tier: Tier) -> Callable[[], int]:
+        return functools.partial(packer.room, tier)
+
+    deferred: list[Offers] = []
+    for tier_offers in by_spill:  # phase 1: each tier within its share
+        packer.offer_all(tier_offers.protected, room(tier_offers.tier), may_truncate=True)
+        if any(entry.item.id in packer.waiting for entry in tier_offers.protected):
+            # A HEAD/TAIL item is waiting: the middle must not take room that, with the
+            # spill-over, would let it in. It gets its share after phase 2's protected turn.
+            deferred.append(tier_offers)
+        else:
+            packer.offer_all(tier_offers.ranked, room(tier_offers.tier), may_truncate=False)
+    for tier_offers in by_spill:  # phase 2: spill-over, protected items first
+        both = [*tier_offers.pinned, *tier_offers.protected]
+        packer.offer_all(both, left, may_truncate=False)
+    for tier_offers in deferred:
+        packer.offer_all(tier_offers.ranked, room(tier_offers.tier), may_truncate=False)
+    for tier_offers in by_spill:
+        packer.offer_all(tier_offers.ranked, left, may_truncate=False)

@@ -1,18 +1,11 @@
-"""Packing ranked candidates into the budget, charging every rendered token.
+"""Cost bookkeeping for a package: what each item would add, and whether it still fits.
 
-The packer walks candidates in priority order and takes each one that fits. Adding an item
-costs its line plus, the first time they are needed, its tier's section and its session's
-group header (the layout's own strings, counted by the same counter). Costs are kept in the
-units of ``_scale``, which add up to exactly what the render costs with the default counter.
-Phases, in order:
-
-0. pinned items of every tier, against the whole budget (pinned is "always in when it fits");
-1. each tier within its own allocation: the task timeline's HEAD then TAIL, then the ranked
-   middle; other tiers their ranked candidates;
-2. spill-over: the budget left by every tier goes to the tiers in ``spill_order``, protected
-   items (HEAD/TAIL) first, then ranked ones. A tier with a HEAD or TAIL item still waiting
-   offers its ranked middle only after that turn (first within what is left of its share),
-   so a middle item never takes room a waiting HEAD or TAIL item could have had.
+The packer holds what the package already has and charges every rendered token: adding an
+item costs its line plus, the first time they are needed, its tier's section and its
+session's group header (the layout's own strings, counted by the same counter). Costs are
+kept in the units of ``_scale``, which add up to exactly what the render costs with the
+default counter. Who is offered what room, and in which order, is the fill's business
+(:mod:`allocation`); the packer takes each offered item that fits its room.
 
 A pinned, HEAD or TAIL item larger than its tier's whole allocation is truncated with a
 visible marker to what is left, instead of being dropped; any other item that does not fit is
@@ -29,7 +22,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from agent_engine.assembler._costcache import CostCache
+from agent_engine.assembler._costcache import CostCaches
 from agent_engine.assembler._scale import scale_of
 from agent_engine.assembler.package import (
     Omission,
@@ -41,10 +34,7 @@ from agent_engine.assembler.render import TRUNCATION_MARKER, Layout, Line, promp
 from agent_engine.models import ContextItem, Tier
 from agent_engine.tokens import TokenCounter
 
-__all__ = ["Entry", "Packer", "Taken"]
-
-BodyKey = tuple[str, str, str]
-"""A body count's cache key: item id, what was counted (fingerprint or shown text), format."""
+__all__ = ["PROTECTED", "Entry", "Packer", "Taken"]
 
 MIN_TRUNCATED_BODY = 8
 """A truncated item keeps at least this many tokens of body, or it is left out instead."""
@@ -73,9 +63,9 @@ class Taken(NamedTuple):
 class Packer:
     """Tracks what the package already holds and what each addition would cost.
 
-    ``costs``: body counts by item version, shared across builds. ``trust_cached_costs``: charge
-    an item's cached ``token_cost`` for its body without counting it (the default counter's
-    fast path); :meth:`cached_costs_hold` tells afterwards whether every one charged was true.
+    ``caches``: counts shared across builds. ``trust_cached_costs``: charge an item's cached
+    ``token_cost`` for its body without counting it (the default counter's fast path);
+    :meth:`cached_costs_hold` tells afterwards whether every one charged was true.
     """
 
     def __init__(
@@ -84,11 +74,9 @@ class Packer:
         allocation: dict[Tier, int],
         layout: Layout,
         counter: TokenCounter,
-        costs: CostCache[BodyKey],
+        caches: CostCaches,
         *,
         trust_cached_costs: bool = True,
-        header_costs: CostCache[str] | None = None,
-        group_units: CostCache[tuple[str, date]] | None = None,
     ) -> None:
         self.budget = budget
         self.layout = layout
@@ -97,7 +85,7 @@ class Packer:
         self._num, self._den = scale.margin.numerator, scale.margin.denominator
         self._cap = scale.units(budget)
         self._shares = {tier: scale.units(share) for tier, share in allocation.items()}
-        self._costs = costs
+        self._costs = caches.bodies
         self._trust = trust_cached_costs and scale.cached_costs
         self.used: dict[Tier, int] = dict.fromkeys(Tier, 0)
         """Units each tier holds."""
@@ -115,12 +103,12 @@ class Packer:
         # default counter, a format that shows bodies as they are): then a line's cost is
         # that plus the line's markup, without looking at the body at all.
         self._cached_costs_shown = self._trust and layout.verbatim
-        self._header_costs = header_costs if header_costs is not None else CostCache(1024)
+        self._header_costs = caches.headers
         # An entry is offered up to once per packing phase; its line costs the same every
         # time, so it is counted once per package. A session's group header costs the same
         # in every package of one layout, so the caller may share that cache across builds.
         self._line_costs: dict[str, int] = {}
-        self._group_units = group_units if group_units is not None else CostCache(1024)
+        self._group_units = caches.groups
         # A pool's items share few sessions: most group lookups end in this per-build memo.
         self._group_memo: dict[tuple[str, date], int] = {}
         # Every list of entries offered, in order: settle explains each entry left out once.

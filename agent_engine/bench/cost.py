@@ -38,6 +38,7 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Vector
+from agent_engine.tiers.stores import MemoryStores
 
 __all__ = ["BACKENDS", "run_cell", "run_cost"]
 
@@ -151,17 +152,13 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
         backend = BACKENDS[backend_name](Path(work), embedder)
         task_backend = InMemoryBackend(embedder=embedder)
         assembler = ContextAssembler(
-            backend,
-            task_backend=task_backend,
+            MemoryStores(backend, task_backend=task_backend, max_project_items=None),
             config=AssemblerConfig(track_access=False),
-            max_project_items=None,
         )
         # The same memory, without the wider second gathers (GatherLimits.widening_rounds).
         steady = ContextAssembler(
-            backend,
-            task_backend=task_backend,
+            MemoryStores(backend, task_backend=task_backend, max_project_items=None),
             config=AssemblerConfig(track_access=False, limits=GatherLimits(widening_rounds=0)),
-            max_project_items=None,
         )
         items = list(generate(size, namespace=f"project:{PROJECT}"))
         # Through the project store, as a user would write: token costs are filled on the way.

@@ -30,6 +30,7 @@ from agent_engine.embeddings import Embedder
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier
 from agent_engine.tiers.scope import local_id
+from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["BASELINES", "QualityConfig", "run_quality", "split_of"]
@@ -69,13 +70,10 @@ def _stores(
     backend = InMemoryBackend(embedder=embedder)
     end = conversation.ends_at + timedelta(days=1)
     assembler = ContextAssembler(
-        backend,
-        task_backend=backend,
+        MemoryStores(backend, task_backend=backend, max_project_items=None, clock=lambda: end),
         config=AssemblerConfig(track_access=False),
         counter=counter,
         policies=policies,
-        max_project_items=None,
-        clock=lambda: end,
     )
     task = Task(id=conversation.sample_id, project_id=conversation.sample_id)
     live = config.live_turns

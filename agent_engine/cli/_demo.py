@@ -36,6 +36,7 @@ from agent_engine import (
     ContextPackage,
     ContextRequest,
     GlobalMemoryStore,
+    MemoryStores,
     ProjectMemoryStore,
     Task,
     TaskState,
@@ -255,7 +256,9 @@ def demo(
         statement_timeout=options.statement_timeout,
     )
     ctx.call_on_close(store.backend.close)
-    assembler = ContextAssembler(store.backend, confirm=make_confirm(yes or options.yes))
+    assembler = ContextAssembler(
+        MemoryStores(store.backend, confirm=make_confirm(yes or options.yes))
+    )
     task = sample.task
     now = assembler.clock()
     project = assembler.project_store(sample.project)

@@ -70,6 +70,7 @@ from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import promote
 from agent_engine.tiers.scope import project_namespace, task_namespace
+from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 
 __all__ = [
@@ -1001,10 +1002,8 @@ class BackendFuzz:
     ) -> None:
         """build_context with one adversarial part of its task or request: refused naming it."""
         assembler = ContextAssembler(
-            backend,
-            task_backend=backend,
+            MemoryStores(backend, task_backend=backend, confirm=lambda _: True),
             config=AssemblerConfig(profiles={"coding": TierShares(0.6, 0.3, 0.1)}),
-            confirm=lambda _: True,
         )
         _reseed(backend, namespace=project_namespace("default"))
         _reseed(backend, namespace=task_namespace("task-1"), tier=Tier.TASK)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_engine import ContextAssembler
+from agent_engine import ContextAssembler, MemoryStores
 from tests.tiers.conftest import backend, clock
 
 __all__ = ["assembler", "backend", "clock"]
@@ -17,4 +17,4 @@ __all__ = ["assembler", "backend", "clock"]
 @pytest.fixture
 def assembler(backend, clock):
     """An assembler whose three tiers share the `backend` (global writes are approved)."""
-    return ContextAssembler(backend, clock=clock, confirm=lambda _request: True)
+    return ContextAssembler(MemoryStores(backend, clock=clock, confirm=lambda _request: True))

@@ -10,6 +10,7 @@ from agent_engine import (
     ContextRequest,
     HashingEmbedder,
     InMemoryBackend,
+    MemoryStores,
     Task,
     Tier,
 )
@@ -93,7 +94,9 @@ class TestBatching:
         """Task memory on one backend, project and global on another: exactly two touches."""
         task_backend, shared = CountingBackend(), CountingBackend()
         assembler = ContextAssembler(
-            shared, task_backend=task_backend, clock=lambda: NOW, confirm=lambda _r: True
+            MemoryStores(
+                shared, task_backend=task_backend, clock=lambda: NOW, confirm=lambda _r: True
+            )
         )
         fill(assembler)
         package = build(assembler)
@@ -106,7 +109,9 @@ class TestBatching:
     def test_one_touch_when_every_tier_shares_a_backend(self):
         """One backend for all three tiers: one touch for everything chosen."""
         backend = CountingBackend()
-        assembler = ContextAssembler(backend, clock=lambda: NOW, confirm=lambda _r: True)
+        assembler = ContextAssembler(
+            MemoryStores(backend, clock=lambda: NOW, confirm=lambda _r: True)
+        )
         fill(assembler)
         package = build(assembler)
         assert [set(ids) for ids in backend.touches] == [{s.item.id for s in package.selections}]

@@ -18,6 +18,7 @@ from agent_engine import (
     HashingEmbedder,
     InMemoryBackend,
     Layout,
+    MemoryStores,
     OmissionReason,
     RenderFormat,
     SelectionReason,
@@ -96,11 +97,13 @@ def build(scenario):
         shares=TierShares() if scenario["shares_on_request"] else shares_,
     )
     assembler = ContextAssembler(
-        InMemoryBackend(embedder=HashingEmbedder(dim=32)),
+        MemoryStores(
+            InMemoryBackend(embedder=HashingEmbedder(dim=32)),
+            clock=lambda: NOW,
+            confirm=lambda _request: True,
+            max_project_items=None,
+        ),
         config=config,
-        clock=lambda: NOW,
-        confirm=lambda _request: True,
-        max_project_items=None,
     )
     task = Task(id="t", project_id="p", user_id="u")
     stores = {

@@ -19,6 +19,7 @@ from agent_engine import (
     GatherLimits,
     HashingEmbedder,
     InMemoryBackend,
+    MemoryStores,
     Status,
     Task,
     Tier,
@@ -74,10 +75,12 @@ def backends():
 @pytest.fixture
 def assembler(backends):
     assembler = ContextAssembler(
-        task_backend=backends[Tier.TASK],
-        project_backend=backends[Tier.PROJECT],
-        global_backend=backends[Tier.GLOBAL],
-        clock=lambda: NOW,
+        MemoryStores(
+            task_backend=backends[Tier.TASK],
+            project_backend=backends[Tier.PROJECT],
+            global_backend=backends[Tier.GLOBAL],
+            clock=lambda: NOW,
+        )
     )
     assembler.task_store(TASK).add_reasoning("Bisecting the slow query", "perf")
     assembler.project_store("p").add_pattern("Index foreign keys")
@@ -117,7 +120,7 @@ class TestTierFailure:
 
     def test_strict_assembler_raises(self, backends):
         """An assembler built with strict=True lets the backend's error through."""
-        strict = ContextAssembler(project_backend=backends[Tier.PROJECT], strict=True)
+        strict = ContextAssembler(MemoryStores(project_backend=backends[Tier.PROJECT]), strict=True)
         backends[Tier.PROJECT].reads_fail = True
         with pytest.raises(BackendError, match="database is locked"):
             build(strict)
@@ -135,10 +138,12 @@ class TestTierFailure:
         monkeypatch.setattr(candidates, "OVERLAP_FROM", 0)  # these tiers are small
         config = AssemblerConfig(overlap_searches=overlap)
         assembler = ContextAssembler(
-            task_backend=backends[Tier.TASK],
-            project_backend=backends[Tier.PROJECT],
-            global_backend=backends[Tier.GLOBAL],
-            clock=lambda: NOW,
+            MemoryStores(
+                task_backend=backends[Tier.TASK],
+                project_backend=backends[Tier.PROJECT],
+                global_backend=backends[Tier.GLOBAL],
+                clock=lambda: NOW,
+            ),
             config=config,
         )
         assembler.project_store("p").add_pattern("Index foreign keys")
@@ -223,7 +228,8 @@ def flaky():
     backend = FailsOnNthRead()
     limits = GatherLimits(per_source=5)
     assembler = ContextAssembler(
-        backend, clock=lambda: NOW, config=AssemblerConfig(limits=limits), confirm=lambda _: True
+        MemoryStores(backend, clock=lambda: NOW, confirm=lambda _: True),
+        config=AssemblerConfig(limits=limits),
     )
     steps = assembler.task_store(TASK)
     for n in range(4):  # under the per-source limit: only the project pool is widened

@@ -12,6 +12,7 @@ from agent_engine import (
     ContextAssembler,
     ContextRequest,
     Layout,
+    MemoryStores,
     OmissionReason,
     SelectionReason,
     Status,
@@ -27,10 +28,8 @@ STEP = "Step {:02d}: checked the deployment logs for errors"
 
 def make(backend, clock, *, head=2, tail=3, **config):
     return ContextAssembler(
-        backend,
-        clock=clock,
+        MemoryStores(backend, clock=clock, confirm=lambda _request: True),
         config=AssemblerConfig(head=head, tail=tail, track_access=False, **config),
-        confirm=lambda _request: True,
     )
 
 

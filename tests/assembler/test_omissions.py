@@ -14,6 +14,7 @@ from agent_engine import (
     ContextRequest,
     GatherLimits,
     Layout,
+    MemoryStores,
     OmissionReason,
     SelectionReason,
     Status,
@@ -31,10 +32,8 @@ TASK = Task(id="t", project_id="p", user_id="u")
 def assembler(backend):
     """A frozen-clock assembler without HEAD/TAIL, so every candidate is ranked."""
     return ContextAssembler(
-        backend,
-        clock=lambda: NOW,
+        MemoryStores(backend, clock=lambda: NOW, confirm=lambda _request: True),
         config=AssemblerConfig(head=0, tail=0),
-        confirm=lambda _request: True,
     )
 
 

@@ -19,6 +19,7 @@ from agent_engine import (
     HashingEmbedder,
     HybridScorer,
     InMemoryBackend,
+    MemoryStores,
     Policy,
     RandomScorer,
     RRFScorer,
@@ -319,9 +320,9 @@ class TestHybrid:
         """A model embedding costs as much as the rest of a build: once per build, not per tier."""
         embedder = CountingEmbedder()
         assembler = ContextAssembler(
-            InMemoryBackend(embedder=embedder),
-            clock=lambda: NOW,
-            confirm=lambda _request: True,
+            MemoryStores(
+                InMemoryBackend(embedder=embedder), clock=lambda: NOW, confirm=lambda _request: True
+            ),
             config=AssemblerConfig(track_access=False),
         )
         task = Task(id="t", project_id="p", user_id="u", description="ship the release")

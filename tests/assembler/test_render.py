@@ -16,6 +16,7 @@ from agent_engine import (
     HashingEmbedder,
     InMemoryBackend,
     Layout,
+    MemoryStores,
     RenderFormat,
     Task,
 )
@@ -37,10 +38,8 @@ class Ticker:
 
 def make(backend, format=RenderFormat.MARKDOWN):  # noqa: A002 - mirrors render(format)
     return ContextAssembler(
-        backend,
-        clock=Ticker(),
+        MemoryStores(backend, clock=Ticker(), confirm=lambda _request: True),
         config=AssemblerConfig(layout=Layout(format=format), track_access=False),
-        confirm=lambda _request: True,
     )
 
 

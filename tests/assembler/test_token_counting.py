@@ -18,6 +18,7 @@ from agent_engine import (
     HashingEmbedder,
     InMemoryBackend,
     Layout,
+    MemoryStores,
     RenderFormat,
     Status,
     Task,
@@ -181,7 +182,9 @@ LOCOMO_LIKE = [
 def memory():
     """Conversation turns in sessions, code, numbers, emoji, XML specials and oversized items."""
     assembler_backend = InMemoryBackend(embedder=HashingEmbedder(dim=32))
-    seed = ContextAssembler(assembler_backend, clock=lambda: NOW, confirm=lambda _r: True)
+    seed = ContextAssembler(
+        MemoryStores(assembler_backend, clock=lambda: NOW, confirm=lambda _r: True)
+    )
     project = seed.project_store("p")
     turns = []
     for session in range(4):

@@ -12,6 +12,7 @@ from agent_engine import (
     ContextAssembler,
     ContextRequest,
     GatherLimits,
+    MemoryStores,
     Task,
     Tier,
     TierShares,
@@ -25,10 +26,8 @@ NOTES = 40
 
 def project_selections(backend, **limits):
     assembler = ContextAssembler(
-        backend,
-        clock=lambda: NOW,
+        MemoryStores(backend, clock=lambda: NOW, confirm=lambda _request: True),
         config=AssemblerConfig(head=0, tail=0, limits=GatherLimits(**{"per_source": 5, **limits})),
-        confirm=lambda _request: True,
     )
     project = assembler.project_store("p")
     if not project.count():

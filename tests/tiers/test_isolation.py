@@ -12,6 +12,7 @@ from agent_engine import (
     ContextRequest,
     DuplicateItemError,
     ItemNotFoundError,
+    MemoryStores,
     Task,
     ValidationError,
 )
@@ -184,7 +185,9 @@ class TestScopedIds:
 class TestTaskScopes:
     def test_one_task_id_in_two_projects_is_two_memories(self, backend, clock):
         """Two projects running a task with the same id never see each other's task memory."""
-        assembler = ContextAssembler(backend, clock=clock, confirm=lambda _request: True)
+        assembler = ContextAssembler(
+            MemoryStores(backend, clock=clock, confirm=lambda _request: True)
+        )
         ours = Task(id="fix-login", project_id="shop", description="fix login")
         theirs = Task(id="fix-login", project_id="bank", description="fix login")
         assembler.task_store(theirs).add_reasoning("bank login secret: rotate the HSM key", "s")

@@ -33,6 +33,7 @@ from agent_engine import (
     ContextAssembler,
     ContextItem,
     ContextRequest,
+    MemoryStores,
     SearchHit,
     Status,
     Task,
@@ -163,7 +164,9 @@ class _World:
     @classmethod
     def open(cls, backend, mine: Task, theirs: Task) -> _World:
         assembler = ContextAssembler(
-            backend, clock=_Clock(), confirm=lambda _request: True, max_project_items=None
+            MemoryStores(
+                backend, clock=_Clock(), confirm=lambda _request: True, max_project_items=None
+            )
         )
         return cls(backend, assembler, mine, theirs)
 

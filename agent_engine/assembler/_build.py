@@ -1,0 +1,53 @@
+"""One build's state: what every step of ``build_context`` reads, made once per call.
+
+A build's query, policy, clock reading, budget, stores and failure record belong together;
+carrying them in one value keeps each step's signature to what it adds, and keeps anything
+of one build from leaking into the next (the assembler itself holds only settings and
+caches shared across builds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from agent_engine.assembler._failopen import FailOpen
+from agent_engine.assembler.allocation import Budget
+from agent_engine.assembler.candidates import QueryVectors
+from agent_engine.assembler.config import AssemblerConfig
+from agent_engine.assembler.policies import Policy
+from agent_engine.models import ContextRequest, Task, Tier
+from agent_engine.tiers.base import TierStore
+
+__all__ = ["Build"]
+
+
+@attrs.frozen
+class Build:
+    """The state of one ``build_context`` call.
+
+    ``query``: what the step is about (the request's query, else the task's description).
+    ``reads``: every backend read goes through it, and it records the tiers that failed.
+    ``query_vectors``: the query's embeddings so far, shared by the tiers that embed alike.
+    """
+
+    task: Task
+    request: ContextRequest
+    config: AssemblerConfig
+    policy: Policy
+    budget: Budget
+    stores: Mapping[Tier, TierStore]
+    now: datetime
+    reads: FailOpen
+    log: Any
+    query_vectors: QueryVectors = attrs.field(factory=dict)
+    started: float = attrs.field(factory=time.perf_counter)
+
+    @property
+    def query(self) -> str:
+        """What the candidates are ranked against."""
+        return self.request.query or self.task.description

@@ -1,0 +1,121 @@
+"""The stores an assembler reads: who opens a task's, a project's and a user's memory.
+
+An assembler reads three tiers for every step, and an application writes to the same stores
+between steps. One object opens them all, on first use, over the backends each tier lives on,
+with the tiers' own settings (the project item limit, the global confirmation callback, the
+clock their timestamps come from), and keeps them, so the assembler and the application share
+one store per scope: an eviction limit or a confirmation callback applies whichever of them
+writes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.models import Task, Tier, utcnow
+from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
+from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.task import TaskMemoryStore, task_namespace
+
+__all__ = ["MemoryStores"]
+
+
+class MemoryStores:
+    """Opens and keeps the task, project and global stores of an application.
+
+    Give one ``backend`` for every tier, or one per tier. Without ``task_backend``, task memory
+    goes to ``backend`` when one is given, else to a fresh in-memory backend (task memory is
+    ephemeral). ``max_project_items`` bounds each project's memory (``None``: unbounded);
+    ``confirm`` is asked before a high-risk write to global memory; ``clock`` stamps what the
+    stores write.
+    """
+
+    def __init__(
+        self,
+        backend: MemoryBackend | None = None,
+        *,
+        task_backend: MemoryBackend | None = None,
+        project_backend: MemoryBackend | None = None,
+        global_backend: MemoryBackend | None = None,
+        max_project_items: int | None = 1000,
+        confirm: Confirm | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        shared = backend if backend is not None else InMemoryBackend()
+        self.backends: Mapping[Tier, MemoryBackend] = {
+            Tier.TASK: task_backend or backend or InMemoryBackend(),
+            Tier.PROJECT: project_backend or shared,
+            Tier.GLOBAL: global_backend or shared,
+        }
+        self.max_project_items = max_project_items
+        self.confirm = confirm
+        self.clock = clock
+        self._tasks: dict[str, TaskMemoryStore] = {}
+        self._projects: dict[str, ProjectMemoryStore] = {}
+        self._globals: dict[str, GlobalMemoryStore] = {}
+        self._lock = threading.Lock()
+
+    def task_store(self, task: Task | str) -> TaskMemoryStore:
+        """The memory of a task (opened on first use).
+
+        A :class:`~agent_engine.models.Task` scopes it by its project and user; a bare task id
+        means the default project and user.
+        """
+        key = _task_key(task)
+        with self._lock:
+            store = self._tasks.get(key)
+            if store is None:
+                store = self._tasks[key] = self._open_task(task)
+            return store
+
+    def project_store(self, project_id: str) -> ProjectMemoryStore:
+        """The memory of a project (opened on first use)."""
+        with self._lock:
+            store = self._projects.get(project_id)
+            if store is None:
+                store = self._projects[project_id] = ProjectMemoryStore(
+                    project_id,
+                    self.backends[Tier.PROJECT],
+                    max_items=self.max_project_items,
+                    clock=self.clock,
+                )
+            return store
+
+    def global_store(self, user_id: str = "default") -> GlobalMemoryStore:
+        """A user's global memory (opened on first use, with the confirmation callback)."""
+        with self._lock:
+            store = self._globals.get(user_id)
+            if store is None:
+                store = self._globals[user_id] = GlobalMemoryStore(
+                    self.backends[Tier.GLOBAL], user_id, confirm=self.confirm, clock=self.clock
+                )
+            return store
+
+    def for_task(self, task: Task) -> dict[Tier, TierStore]:
+        """The three stores a step of ``task`` reads: its own, its project's, its user's."""
+        return {
+            Tier.TASK: self.task_store(task),
+            Tier.PROJECT: self.project_store(task.project_id),
+            Tier.GLOBAL: self.global_store(task.user_id),
+        }
+
+    def cleanup_task(self, task: Task | str) -> int:
+        """Clear a finished task's memory and forget its store; return items removed."""
+        with self._lock:
+            store = self._tasks.pop(_task_key(task), None)
+        return (store or self._open_task(task)).clear()
+
+    def _open_task(self, task: Task | str) -> TaskMemoryStore:
+        return TaskMemoryStore(task, self.backends[Tier.TASK], clock=self.clock)
+
+
+def _task_key(task: Task | str) -> str:
+    """The namespace of a task's memory, as its store builds it (defaults included)."""
+    if isinstance(task, Task):
+        return task_namespace(task.id, task.project_id, task.user_id)
+    return task_namespace(task)
