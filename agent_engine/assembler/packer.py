@@ -376,6 +376,32 @@ class Packer:
 
     # ------------------------------------------------------------------ explaining
 
+    def _beside_pinned(
+        self,
+    ) -> tuple[int, int, dict[Tier, int], dict[tuple[Tier, str], int]]:
+        """The room beside the pinned items alone, and the headers only other items opened.
+
+        Returns the reach (units the pinned items leave), the room under which an entry fits
+        whatever headers it opens, and those headers' units by section and by session group.
+        """
+        pinned = [t for t in self.taken if t.entry.reason is SelectionReason.PINNED]
+        reach = self._cap - sum(t.units for t in pinned)
+        # Beside the pinned items alone, an entry would also open the headers that only other
+        # chosen items opened: a few of them, looked up once here.
+        pinned_groups = {(t.entry.tier, t.entry.item.session) for t in pinned}
+        later_sections = {
+            tier: self._section_cost(tier)
+            for tier in self._sections - {t.entry.tier for t in pinned}
+        }
+        later_groups = {
+            key: self._group_cost(key[1], started)
+            for key, started in self._groups.items()
+            if key not in pinned_groups
+        }
+        roomy = reach - max(later_sections.values(), default=0)
+        roomy -= max(later_groups.values(), default=0)
+        return reach, roomy, later_sections, later_groups
+
     def settle(self) -> list[Omission]:
         """Omissions for every offered entry left out, by why.
 
@@ -391,22 +417,7 @@ class Packer:
         fingerprints = self._fingerprints
         over, lower = OmissionReason.OVER_BUDGET, OmissionReason.LOWER_SCORE
         headerless, duplicate = OmissionReason.NO_ROOM_FOR_HEADER, OmissionReason.DUPLICATE
-        pinned = [t for t in self.taken if t.entry.reason is SelectionReason.PINNED]
-        reach = self._cap - sum(t.units for t in pinned)
-        # Beside the pinned items alone, an entry would also open the headers that only other
-        # chosen items opened: a few of them, looked up once here.
-        pinned_groups = {(t.entry.tier, t.entry.item.session) for t in pinned}
-        later_sections = {
-            tier: self._section_cost(tier) for tier in sections - {t.entry.tier for t in pinned}
-        }
-        later_groups = {
-            key: self._group_cost(key[1], started)
-            for key, started in groups.items()
-            if key not in pinned_groups
-        }
-        # An entry this much under the reach fits beside the pinned items whatever it opens.
-        roomy = reach - max(later_sections.values(), default=0)
-        roomy -= max(later_groups.values(), default=0)
+        reach, roomy, later_sections, later_groups = self._beside_pinned()
         num, den = self._num, self._den
         settled = self.omissions.append
         scores = self._scores
