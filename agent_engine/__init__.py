@@ -65,7 +65,7 @@ from agent_engine.errors import (
 )
 from agent_engine.filters import Filter, parse_filter
 from agent_engine.memory.audit import AuditStore
-from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
+from agent_engine.memory.backend import BaseBackend, MemoryBackend, SearchHit
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
@@ -124,7 +124,6 @@ __all__ = [
     "BackendUnavailableError",
     "BaseBackend",
     "Candidates",
-    "Capabilities",
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",
