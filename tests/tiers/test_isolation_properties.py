@@ -33,7 +33,6 @@ from agent_engine import (
     ContextAssembler,
     ContextItem,
     ContextRequest,
-    SearchHit,
     Status,
     Task,
     ValidationError,
@@ -41,6 +40,7 @@ from agent_engine import (
 )
 from agent_engine.assembler.package import ContextPackage
 from agent_engine.embeddings import HashingEmbedder
+from agent_engine.memory import SearchHit
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.memory.sql import SQLAlchemyBackend
