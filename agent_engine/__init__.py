@@ -1,6 +1,10 @@
 """agent_engine: tiered memory (task, project, global) and context assembly for LLM agents.
 
-The public API is what ``__all__`` lists; everything else may change without notice.
+The public API is what ``__all__`` lists, one line each in ``docs/api.md``; everything else
+may change without notice. Writing a custom scoring policy or backend takes a few more names,
+which their subpackages export: :mod:`agent_engine.assembler` (``Candidates``, ``Scorer``, the
+built-in scorers), :mod:`agent_engine.memory` (``BaseBackend``, ``SearchHit``, ...),
+:mod:`agent_engine.retrieval` and :mod:`agent_engine.testing` (the conformance suite).
 ``__version__`` is the installed distribution's version.
 
 Importing the package stays light: the SQL backend's names (and with them SQLAlchemy and
@@ -12,7 +16,6 @@ import typing as _typing
 
 from agent_engine import _lazy
 from agent_engine._version import __version__
-from agent_engine.assembler.allocation import allocate
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.assembler.package import (
@@ -24,20 +27,7 @@ from agent_engine.assembler.package import (
     TierFailure,
     TierUsage,
 )
-from agent_engine.assembler.policies import (
-    DEFAULT_POLICIES,
-    Candidates,
-    FrequencyScorer,
-    HybridScorer,
-    ImportanceScorer,
-    LexicalScorer,
-    Policy,
-    RandomScorer,
-    RecencyScorer,
-    RRFScorer,
-    Scorer,
-    SemanticScorer,
-)
+from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
 from agent_engine.assembler.render import Layout, RenderFormat
 from agent_engine.embeddings import (
     Embedder,
@@ -64,8 +54,7 @@ from agent_engine.errors import (
     ValidationError,
 )
 from agent_engine.filters import Filter, parse_filter
-from agent_engine.memory.audit import AuditStore
-from agent_engine.memory.backend import BaseBackend, Capabilities, MemoryBackend, SearchHit
+from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
@@ -80,8 +69,6 @@ from agent_engine.models import (
     Tier,
     TierShares,
 )
-from agent_engine.retrieval.bm25 import LexicalIndex
-from agent_engine.retrieval.fusion import minmax_fusion, rrf
 from agent_engine.serde import from_dict, to_dict
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
@@ -98,6 +85,31 @@ from agent_engine.tokens import (
     TransformersTokenCounter,
 )
 
+_MOVED = {
+    **dict.fromkeys(
+        [
+            "Candidates",
+            "FrequencyScorer",
+            "HybridScorer",
+            "ImportanceScorer",
+            "LexicalScorer",
+            "RRFScorer",
+            "RandomScorer",
+            "RecencyScorer",
+            "Scorer",
+            "SemanticScorer",
+        ],
+        "agent_engine.assembler",
+    ),
+    "allocate": "agent_engine.assembler.allocation",
+    **dict.fromkeys(["AuditStore", "BaseBackend", "SearchHit"], "agent_engine.memory"),
+    **dict.fromkeys(["LexicalIndex", "minmax_fusion", "rrf"], "agent_engine.retrieval"),
+}
+"""Names exported here up to 0.1.0, and the modules that export them now (``docs/api.md``).
+
+For one release they still resolve, with a DeprecationWarning naming the new import path.
+"""
+
 if _typing.TYPE_CHECKING:
     from agent_engine.memory.sql import (
         SQLAlchemyBackend,
@@ -112,6 +124,7 @@ else:
             ["SQLAlchemyBackend", "database_revision", "default_database_url", "upgrade_database"],
             "agent_engine.memory.sql",
         ),
+        moved=_MOVED,
     )
 
 __all__ = [
@@ -120,12 +133,8 @@ __all__ = [
     "AuditAction",
     "AuditEvent",
     "AuditLog",
-    "AuditStore",
     "BackendError",
     "BackendUnavailableError",
-    "BaseBackend",
-    "Candidates",
-    "Capabilities",
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",
@@ -146,19 +155,14 @@ __all__ = [
     "Filter",
     "FilterError",
     "FilterTooLargeError",
-    "FrequencyScorer",
     "GatherLimits",
     "GlobalMemoryStore",
     "HashingEmbedder",
     "HeuristicTokenCounter",
-    "HybridScorer",
-    "ImportanceScorer",
     "InMemoryBackend",
     "IndexCorruptError",
     "ItemNotFoundError",
     "Layout",
-    "LexicalIndex",
-    "LexicalScorer",
     "LowestImportanceOldest",
     "MemoryBackend",
     "MemoryStores",
@@ -169,18 +173,12 @@ __all__ = [
     "PromotionResult",
     "Provenance",
     "QueryTimeoutError",
-    "RRFScorer",
-    "RandomScorer",
-    "RecencyScorer",
     "ReembedRequiredError",
     "RenderFormat",
     "SQLAlchemyBackend",
     "SchemaVersionError",
-    "Scorer",
-    "SearchHit",
     "Selection",
     "SelectionReason",
-    "SemanticScorer",
     "SentenceTransformerEmbedder",
     "Status",
     "Task",
@@ -195,14 +193,11 @@ __all__ = [
     "TransformersTokenCounter",
     "ValidationError",
     "__version__",
-    "allocate",
     "database_revision",
     "default_database_url",
     "from_dict",
-    "minmax_fusion",
     "parse_filter",
     "promote",
-    "rrf",
     "to_dict",
     "upgrade_database",
 ]

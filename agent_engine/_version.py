@@ -35,3 +35,4 @@ def _version() -> str:
 
 
 __version__ = _version()
+"""This copy's version, read once at import: what bug reports and ``--version`` should quote."""

@@ -49,9 +49,20 @@ def _heavy_modules_after(code: str) -> list[str]:
 
 
 class TestLightImport:
-    def test_import_agent_engine(self):
-        """``import agent_engine`` imports none of the optional heavy stacks."""
-        assert _heavy_modules_after("import agent_engine") == []
+    @pytest.mark.parametrize(
+        "package",
+        [
+            "agent_engine",
+            "agent_engine.assembler",
+            "agent_engine.memory",
+            "agent_engine.retrieval",
+            "agent_engine.testing",
+            "agent_engine.tiers",
+        ],
+    )
+    def test_import_a_front_door(self, package):
+        """Importing the package, or a subpackage's API, imports none of the heavy stacks."""
+        assert _heavy_modules_after(f"import {package}") == []
 
     def test_cli_on_the_in_memory_store(self):
         """A CLI command on ``memory://`` runs without the SQL backend's dependencies."""
@@ -76,6 +87,13 @@ class TestLazyExports:
     def test_lazy_name_is_the_submodule_object(self, name, module):
         """A name loaded on first use is the very object its submodule defines."""
         assert getattr(agent_engine, name) is getattr(sys.modules[module], name)
+
+    def test_subpackage_lazy_name_is_the_submodule_object(self):
+        """``agent_engine.memory`` hands out the SQL backend class its submodule defines."""
+        import agent_engine.memory  # noqa: PLC0415
+
+        backend = agent_engine.memory.SQLAlchemyBackend
+        assert backend is sys.modules["agent_engine.memory.sql"].SQLAlchemyBackend
 
     def test_from_import(self):
         """``from agent_engine import X`` works for a lazily loaded name."""

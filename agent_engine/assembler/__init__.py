@@ -1,1 +1,61 @@
-"""Context assembly: page items from all tiers into a token budget, and explain the choice."""
+"""Context assembly: page items from all tiers into a token budget, and explain the choice.
+
+Besides what the top-level package re-exports (the assembler, its configuration and the
+package it builds), this is where a custom scoring policy finds its parts: the
+:class:`Candidates` a scorer sees, the :data:`Scorer` signature, and the scorers the built-in
+policies are made of, to reuse with other options or sources.
+"""
+
+from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.assembler.candidates import GatherLimits
+from agent_engine.assembler.package import (
+    ContextPackage,
+    Omission,
+    OmissionReason,
+    Selection,
+    SelectionReason,
+    TierFailure,
+    TierUsage,
+)
+from agent_engine.assembler.policies import (
+    DEFAULT_POLICIES,
+    Candidates,
+    FrequencyScorer,
+    HybridScorer,
+    ImportanceScorer,
+    LexicalScorer,
+    Policy,
+    RandomScorer,
+    RecencyScorer,
+    RRFScorer,
+    Scorer,
+    SemanticScorer,
+)
+from agent_engine.assembler.render import Layout, RenderFormat
+
+__all__ = [
+    "AssemblerConfig",
+    "Candidates",
+    "ContextAssembler",
+    "ContextPackage",
+    "DEFAULT_POLICIES",
+    "FrequencyScorer",
+    "GatherLimits",
+    "HybridScorer",
+    "ImportanceScorer",
+    "Layout",
+    "LexicalScorer",
+    "Omission",
+    "OmissionReason",
+    "Policy",
+    "RRFScorer",
+    "RandomScorer",
+    "RecencyScorer",
+    "RenderFormat",
+    "Scorer",
+    "Selection",
+    "SelectionReason",
+    "SemanticScorer",
+    "TierFailure",
+    "TierUsage",
+]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from agent_engine.cli._errors import report
-from agent_engine.cli._settings import Settings
+from agent_engine.cli._errors import report as _report
+from agent_engine.cli._settings import Settings as _Settings
 
 __all__ = ["main"]
 
@@ -18,7 +18,7 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    settings = Settings(debug="--debug" in args)
+    settings = _Settings(debug="--debug" in args)
     try:
         # Imported here: `import agent_engine.cli` stays light, and Ctrl-C while the command
         # loads is reported like Ctrl-C while it runs.
@@ -26,4 +26,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run(args, settings)
     except KeyboardInterrupt as error:
-        return report(error, debug=settings.debug)
+        return _report(error, debug=settings.debug)

@@ -19,7 +19,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agent_engine import ContextItem, ContextPackage, SearchHit, to_dict
+from agent_engine import ContextItem, ContextPackage, to_dict
+from agent_engine.memory import SearchHit
 
 __all__ = [
     "BAR_WIDTH",

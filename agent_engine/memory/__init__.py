@@ -1,12 +1,51 @@
 """Storage: the backend protocol and its implementations.
 
+Besides the backends the top-level package re-exports, this is where a custom backend finds
+its parts: :class:`BaseBackend` to subclass, the :class:`Written` and :class:`SearchHit`
+values its primitives and searches return, and the journal it keeps
+(:class:`AuditStore`, :class:`InMemoryAuditStore`). The conformance suite that checks it is
+:class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` loads on first use,
+so importing this package leaves SQLAlchemy unloaded.
+
 The backends never import one another (``lint-imports`` checks it). The one default that
 crosses them is wired here, in the package that holds them all and that Python imports before
 any of its modules: a :class:`~agent_engine.memory.faiss.FaissBackend` made without a record
 store keeps its items in an :class:`~agent_engine.memory.inmemory.InMemoryBackend`.
 """
 
-from agent_engine.memory.faiss import set_default_store
+import typing as _typing
+
+from agent_engine import _lazy
+from agent_engine.memory.audit import AuditStore, InMemoryAuditStore
+from agent_engine.memory.backend import (
+    BaseBackend,
+    MemoryBackend,
+    ScopeVersions,
+    SearchHit,
+    Written,
+)
+from agent_engine.memory.faiss import FaissBackend
+from agent_engine.memory.faiss import set_default_store as _set_default_store
 from agent_engine.memory.inmemory import InMemoryBackend
 
-set_default_store(InMemoryBackend)
+_set_default_store(InMemoryBackend)
+
+if _typing.TYPE_CHECKING:
+    from agent_engine.memory.sql import SQLAlchemyBackend
+else:
+    __getattr__, __dir__ = _lazy.on_first_use(
+        globals(), {"SQLAlchemyBackend": "agent_engine.memory.sql"}
+    )
+
+__all__ = [
+    "AuditStore",
+    "BaseBackend",
+    "FaissBackend",
+    "InMemoryAuditStore",
+    "InMemoryBackend",
+    "MemoryBackend",
+    "SQLAlchemyBackend",
+    "ScopeVersions",
+    "SearchHit",
+    "Written",
+]

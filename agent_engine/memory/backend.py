@@ -53,7 +53,6 @@ from agent_engine.filters import (
 from agent_engine.memory.audit import (
     ERASED_PREFIX,
     AuditStore,
-    InMemoryAuditStore,
     erasure_token,
     redact_value,
 )
@@ -65,7 +64,6 @@ __all__ = [
     "REEMBED_BATCH",
     "REEMBED_COMMAND",
     "BaseBackend",
-    "Capabilities",
     "MemoryBackend",
     "Progress",
     "Query",
@@ -117,21 +115,6 @@ class SearchHit:
     score: float
 
 
-@attrs.frozen
-class Capabilities:
-    """What a backend can do beyond the core contract; callers branch on these, not on names.
-
-    ``vector_search``: ``search`` is served by an index rather than the default exact scan.
-    ``persistent``: items survive the process.
-    ``atomic_batches``: a failed ``add_many`` (or a crash during one) leaves all of the batch
-    or none of it.
-    """
-
-    vector_search: bool = True
-    persistent: bool = False
-    atomic_batches: bool = True
-
-
 @runtime_checkable
 class MemoryBackend(Protocol):
     """**Protocol:** a store of :class:`~agent_engine.models.ContextItem` values keyed by id.
@@ -157,11 +140,6 @@ class MemoryBackend(Protocol):
       of another size raises :class:`~agent_engine.errors.DimensionMismatchError` naming both
       and nothing of the batch is stored; ``reembed`` moves the store to another embedder.
     """
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this backend supports beyond the core contract."""
-        ...
 
     @property
     def audit(self) -> AuditStore:
@@ -283,11 +261,11 @@ class BaseBackend(abc.ABC):
     Each primitive must be atomic with respect to other threads (and processes, for shared
     stores). Write primitives report what they did as :class:`Written`; a store that other
     processes may write also keeps change counters (:meth:`_scope_versions`) and returns the
-    ones each write committed. :meth:`reembed` needs three more steps (``_reembed_begin``,
+    ones each write committed. The constructor sets ``_audit_store``, the journal kept with
+    the items (see :attr:`audit`). :meth:`reembed` needs three more steps (``_reembed_begin``,
     ``_reembed_write``, ``_reembed_finish``), which a backend implements to support it.
     """
 
-    capabilities: Capabilities = Capabilities()
     embedder: Embedder | None = None
     """Embeds items that arrive without a vector, and text queries. ``None``: vectors only."""
     dim: int | None = None
@@ -296,21 +274,22 @@ class BaseBackend(abc.ABC):
 
     @property
     def audit(self) -> AuditStore:
-        """The journal kept with this backend.
+        """The journal kept with this backend, which its constructor sets as ``_audit_store``.
 
-        A backend whose items live only in the process journals in memory. A persistent one
-        must keep its journal with its items (set ``_audit_store``): a journal that vanished
-        with the process while the items stayed would silently lose the record of their
-        changes, so its absence is a :class:`~agent_engine.errors.BackendError` instead.
+        Where the journal lives is each backend's decision, never a silent default: a journal
+        kept in memory beside items that persist would lose the record of their changes with
+        the process. A backend whose items live only in the process sets an
+        :class:`~agent_engine.memory.audit.InMemoryAuditStore`; a persistent one, a journal it
+        persists with its items. A backend that set none raises
+        :class:`~agent_engine.errors.BackendError`.
         """
         if self._audit_store is None:
-            if self.capabilities.persistent:
-                raise BackendError(
-                    f"{type(self).__name__} keeps items across processes but no journal: a "
-                    "persistent backend must set _audit_store to a journal it persists",
-                    backend=type(self).__name__,
-                )
-            self._audit_store = InMemoryAuditStore()
+            raise BackendError(
+                f"{type(self).__name__} keeps no journal: a backend must set _audit_store to "
+                "the journal kept with its items (InMemoryAuditStore for items that live only "
+                "in the process)",
+                backend=type(self).__name__,
+            )
         return self._audit_store
 
     # ------------------------------------------------------------------ primitives

@@ -69,7 +69,6 @@ from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_BATCH,
     BaseBackend,
-    Capabilities,
     MemoryBackend,
     Progress,
     SearchHit,
@@ -164,12 +163,6 @@ class FaissBackend(BaseBackend):
         self._lock = threading.RLock()
         self._rows: RowIndex | None = None
         self._log = get_logger(backend="FaissBackend", index=index, path=str(self.index_path))
-        store_caps = self.store.capabilities
-        self.capabilities = Capabilities(
-            vector_search=True,
-            persistent=store_caps.persistent,
-            atomic_batches=store_caps.atomic_batches,
-        )
         check_identity(self.store.stored_identity(), self._identity())
         self._open()
 

@@ -27,7 +27,6 @@ from agent_engine.memory.audit import InMemoryAuditStore
 from agent_engine.memory.backend import (
     REEMBED_BATCH,
     BaseBackend,
-    Capabilities,
     Progress,
     SearchHit,
     Written,
@@ -45,8 +44,6 @@ class InMemoryBackend(BaseBackend):
     takes vector queries over items that carry vectors (``dim`` fixes their size, otherwise
     the first vector stored does, until the store holds no vector again).
     """
-
-    capabilities = Capabilities(vector_search=True, persistent=False, atomic_batches=True)
 
     def __init__(self, *, embedder: Embedder | None = None, dim: int | None = None) -> None:
         self.embedder = embedder

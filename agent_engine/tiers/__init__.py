@@ -1,1 +1,29 @@
-"""The three memory tiers over any backend, promotion between them, and their audit log."""
+"""The three memory tiers over any backend, promotion between them, and their audit log.
+
+The top-level package re-exports all of it; this is the tiers' own front door for code that
+imports by layer.
+"""
+
+from agent_engine.tiers.audit import AuditLog
+from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
+from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
+from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.promotion import PromotionResult, promote
+from agent_engine.tiers.stores import MemoryStores
+from agent_engine.tiers.task import TaskMemoryStore
+
+__all__ = [
+    "AuditLog",
+    "Confirm",
+    "ConfirmationRequest",
+    "EvictionPolicy",
+    "GlobalMemoryStore",
+    "LowestImportanceOldest",
+    "MemoryStores",
+    "ProjectMemoryStore",
+    "PromotionResult",
+    "TaskMemoryStore",
+    "TierStore",
+    "promote",
+]

@@ -12,8 +12,8 @@ from agent_engine import (
     Tier,
     TierShares,
     ValidationError,
-    allocate,
 )
+from agent_engine.assembler.allocation import allocate
 
 TASK = Task(id="t", project_id="p", user_id="u")
 BUDGET = 1000

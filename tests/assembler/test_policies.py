@@ -12,20 +12,17 @@ from hypothesis import strategies as st
 from agent_engine import (
     DEFAULT_POLICIES,
     AssemblerConfig,
-    Candidates,
     ContextAssembler,
     ContextItem,
     ContextRequest,
     HashingEmbedder,
-    HybridScorer,
     InMemoryBackend,
     MemoryStores,
     Policy,
-    RandomScorer,
-    RRFScorer,
     Task,
     Tier,
 )
+from agent_engine.assembler import Candidates, HybridScorer, RandomScorer, RRFScorer
 from agent_engine.assembler.candidates import named_sources, strip_names
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)

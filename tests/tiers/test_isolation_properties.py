@@ -34,7 +34,6 @@ from agent_engine import (
     ContextItem,
     ContextRequest,
     MemoryStores,
-    SearchHit,
     Status,
     Task,
     ValidationError,
@@ -42,6 +41,7 @@ from agent_engine import (
 )
 from agent_engine.assembler.package import ContextPackage
 from agent_engine.embeddings import HashingEmbedder
+from agent_engine.memory import SearchHit
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.memory.sql import SQLAlchemyBackend

@@ -5,14 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agent_engine.errors import BackendError
-from agent_engine.memory.backend import Capabilities
 from agent_engine.memory.inmemory import InMemoryBackend
 
 
 class _ForgetsItsJournal(InMemoryBackend):
-    """A backend that says its items persist but brings no journal of its own."""
-
-    capabilities = Capabilities(persistent=True)
+    """A backend whose constructor sets no journal."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -26,8 +23,8 @@ class TestJournal:
         assert backend.audit is backend.audit
         assert backend.audit.events(limit=None) == []
 
-    def test_a_persistent_backend_without_a_journal_is_an_error(self):
-        """A persistent backend must persist its journal: the in-memory default is refused."""
+    def test_a_backend_without_a_journal_is_an_error(self):
+        """No backend falls back to a journal it did not choose: a missing one is refused."""
         with pytest.raises(BackendError) as raised:
             _ = _ForgetsItsJournal().audit
         assert raised.value.backend == "_ForgetsItsJournal"

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_engine import ContextItem, LexicalIndex
+from agent_engine import ContextItem
+from agent_engine.retrieval import LexicalIndex
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 K1, B = 1.2, 0.75

@@ -240,13 +240,12 @@ def test_default_store_keeps_items_in_memory():
 
 
 def test_store_is_the_record_of_truth():
-    """Items live in the given store; the backend exposes its journal and persistence flag."""
+    """Items live in the given store; the backend exposes the store's journal."""
     store = InMemoryBackend(embedder=HashingEmbedder(dim=DIM))
     backend = FaissBackend(store, embedder=HashingEmbedder(dim=DIM))
     backend.add(make_item(1))
     assert store.get("item-00001") is not None
     assert backend.audit is store.audit
-    assert backend.capabilities.persistent is store.capabilities.persistent
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,6 @@ from agent_engine.memory.audit import AuditStore, redact_value
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
     BaseBackend,
-    Capabilities,
     ScopeVersions,
     Written,
     check_identity,
@@ -110,8 +109,6 @@ class SQLAlchemyBackend(BaseBackend):
     past it is cancelled, its transaction rolled back, and the call raises
     :class:`~agent_engine.errors.QueryTimeoutError`.
     """
-
-    capabilities = Capabilities(vector_search=True, persistent=True, atomic_batches=True)
 
     def __init__(
         self,
