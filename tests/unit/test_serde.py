@@ -42,7 +42,8 @@ items = st.builds(
     tier=st.sampled_from(list(Tier)),
     timestamp=st.integers(0, 10**6).map(lambda s: T0 + timedelta(seconds=s, microseconds=s % 999)),
     tags=st.lists(
-        st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=5), max_size=3
+        st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=5),
+        max_size=3,
     ),
     importance=st.floats(0, 1),
     token_cost=st.none() | st.integers(0, 10**6),
