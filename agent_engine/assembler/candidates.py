@@ -30,18 +30,12 @@ from agent_engine.assembler.policies import (
     Candidates,
     Policy,
 )
-from agent_engine.embeddings import Embedder, normalize_rows
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import SearchHit
-from agent_engine.models import ContextItem, Status, Vector
-from agent_engine.retrieval.bm25 import LexicalIndex
-from agent_engine.tiers.base import TierStore
+from agent_engine.models import ContextItem, Vector
+from agent_engine.tiers.base import QueryVectors, TierStore
 
 __all__ = ["GatherLimits", "QueryVectors", "gather"]
-
-QueryVectors = dict[tuple[int, str], Vector]
-"""Query embeddings of one build, by (embedder identity, text): tiers sharing an embedder
-embed the query once (a model embedding costs as much as the rest of a build)."""
 
 OVERLAP_FROM = 2000
 """Items a tier needs before its vector search runs on a worker thread (handing it over and
@@ -128,7 +122,7 @@ def gather(
         # Nothing to be relevant to: fall back to what is new and what matters.
         wanted = wanted | {RECENT, IMPORTANT}
     needs_index = bool(wanted & {LEXICAL, NEIGHBOURS}) or policy.strip_sources
-    index = store.backend.lexical_index(store.scope) if needs_index else None
+    index = store.lexical() if needs_index else None  # one lookup for the whole gather
     if index is not None and not len(index):  # it indexes every item of the tier: none yet
         return Candidates(tier=store.tier, query=query, items={}, now=now), [], False
     names = named_sources(query, index.sources()) if index is not None and query else frozenset()
@@ -151,15 +145,11 @@ def gather(
         # neighbours of its best hits, those items themselves, and the pinned items.
         near = []
         if NEIGHBOURS in wanted and index is not None:
-            near = _neighbours(index, lexical_best[: limits.neighbour_seeds], limits.radius)
+            near = index.neighbours(lexical_best[: limits.neighbour_seeds], limits.radius)
         early: dict[str, ContextItem] = {}
         if dense is not None and not dense.done():
             early = _fetch(store, [*lexical_best, *near], known)
-        pinned = (
-            store.query({"status": Status.PINNED.value}, limit=None, order_by="importance")
-            if read_pinned
-            else []
-        )
+        pinned = store.pinned() if read_pinned else []
     finally:
         if dense is not None:
             wait([dense])  # never leave the store searched behind the caller's back
@@ -180,7 +170,7 @@ def gather(
     if NEIGHBOURS in wanted and index is not None:
         seeded = set(lexical_best[: limits.neighbour_seeds])
         seeds = [i for i in list(found)[: limits.neighbour_seeds] if i not in seeded]
-        ids.update(dict.fromkeys(_neighbours(index, seeds, limits.radius)))
+        ids.update(dict.fromkeys(index.neighbours(seeds, limits.radius)))
 
     found.update((i, item) for i, item in early.items() if i not in found)
     found.update(_fetch(store, [i for i in ids if i not in found], known))
@@ -213,14 +203,6 @@ def _listed(store: TierStore, wanted: frozenset[str], limit: int) -> tuple[list[
     return listed, cut
 
 
-def _neighbours(index: LexicalIndex, seeds: list[str], radius: int) -> list[str]:
-    """The session neighbours of ``seeds`` within ``radius``, in the seeds' order."""
-    near: dict[str, None] = {}
-    for found in index.neighbourhoods(dict.fromkeys(seeds), radius).values():
-        near.update(dict.fromkeys(other for other, _ in found))
-    return list(near)
-
-
 def _fetch(
     store: TierStore, item_ids: list[str], known: Mapping[str, ContextItem]
 ) -> dict[str, ContextItem]:
@@ -234,28 +216,17 @@ def _start_search(
 ) -> Future[tuple[Vector, list[SearchHit]]] | None:
     """The vector search for ``text``: started on ``background``, or done here without it.
 
-    ``None`` when there is nothing to search with (no text, or a backend without embedder).
+    ``None`` when there is nothing to search with (no text, or a store without embedder).
+    The query is embedded once per build and embedder (``memo``).
     """
-    embedder: Embedder | None = getattr(store.backend, "embedder", None)
-    if not text or embedder is None:
+    if not text or store.query_embedder is None:
         return None
-    search = functools.partial(_search, store, embedder, text, memo, k)
+    search = functools.partial(store.search_text, text, k, vectors=memo)
     if background is not None:
         return background.submit(contextvars.copy_context().run, search)
     done: Future[tuple[Vector, list[SearchHit]]] = Future()
     done.set_result(search())
     return done
-
-
-def _search(
-    store: TierStore, embedder: Embedder, text: str, memo: QueryVectors, k: int
-) -> tuple[Vector, list[SearchHit]]:
-    """Embed ``text`` (once per build and embedder: ``memo``) and search the store with it."""
-    key = (id(embedder), text)
-    vector = memo.get(key)
-    if vector is None:
-        vector = memo[key] = normalize_rows(embedder.embed([text]))[0]
-    return vector, store.search(vector, k=k)
 
 
 def _cosines(
