@@ -27,9 +27,10 @@ class LexicalMatches(Protocol):
     """**Protocol:** one query's full-text scores over a scope.
 
     Every item that shares a term with the query matches (an implementation may match more:
-    the BM25 index lends an item its session neighbours' terms); every score is positive. A build asks
-    for the best few hundred ids and for the scores of its candidate pool, never for every
-    match, so an implementation may keep its matches in whatever form ranks cheapest.
+    the BM25 index lends an item its session neighbours' terms); every score is positive.
+    A build asks for the best few hundred ids and for the scores of its candidate pool, never
+    for every match, so an implementation may keep its matches in whatever form ranks
+    cheapest.
     """
 
     def __len__(self) -> int:
