@@ -347,11 +347,13 @@ class TestHybrid:
             _LookupCounting(embedder=embedder) for embedder in embedders
         )
         assembler = ContextAssembler(
-            task_backend=task_backend,
-            project_backend=project_backend,
-            global_backend=global_backend,
-            clock=lambda: NOW,
-            confirm=lambda _request: True,
+            MemoryStores(
+                task_backend=task_backend,
+                project_backend=project_backend,
+                global_backend=global_backend,
+                clock=lambda: NOW,
+                confirm=lambda _request: True,
+            ),
             config=AssemblerConfig(track_access=False, limits=GatherLimits(widening_rounds=0)),
         )
         task = Task(id="t", project_id="p", user_id="u", description="ship the release")
