@@ -48,6 +48,7 @@ from agent_engine.assembler.widening import widen
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier, utcnow
+from agent_engine.tiers.base import by_backend, record_access
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.stores import MemoryStores
@@ -194,19 +195,15 @@ class ContextAssembler:
         )
 
     def _record_access(self, build: Build, taken: list[Taken]) -> None:
-        """One touch() per distinct backend for everything chosen."""
-        by_backend: dict[int, tuple[MemoryBackend, set[Tier], list[str]]] = {}
-        for chosen in taken:
-            tier = chosen.entry.tier
-            backend = build.stores[tier].backend
-            _, tiers, ids = by_backend.setdefault(id(backend), (backend, set(), []))
-            tiers.add(tier)
-            ids.append(chosen.entry.item.id)
-        for backend, tiers, ids in by_backend.values():
+        """One write per distinct backend for everything chosen."""
+        chosen: dict[Tier, list[str]] = {}
+        for entry in (t.entry for t in taken):
+            chosen.setdefault(entry.tier, []).append(entry.item.id)
+        for group in by_backend(build.stores[tier] for tier in Tier if tier in chosen):
             build.reads.run(
-                [tier for tier in Tier if tier in tiers],
+                [store.tier for store in group],
                 "access",
-                functools.partial(backend.touch, ids, build.now),
+                functools.partial(record_access, {s: chosen[s.tier] for s in group}, build.now),
             )
 
 

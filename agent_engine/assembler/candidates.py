@@ -30,18 +30,14 @@ from agent_engine.assembler.policies import (
     Candidates,
     Policy,
 )
-from agent_engine.embeddings import Embedder, normalize_rows
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import SearchHit
-from agent_engine.models import ContextItem, Status, Vector
-from agent_engine.retrieval.bm25 import LexicalIndex
-from agent_engine.tiers.base import TierStore
+from agent_engine.models import ContextItem, Vector
+from agent_engine.retrieval.lexical import LexicalMatches, Neighbourhoods
+from agent_engine.tiers.base import QueryVectors, TierStore
+from agent_engine.tiers.lexical import LexicalView
 
 __all__ = ["GatherLimits", "QueryVectors", "gather"]
-
-QueryVectors = dict[tuple[int, str], Vector]
-"""Query embeddings of one build, by (embedder identity, text): tiers sharing an embedder
-embed the query once (a model embedding costs as much as the rest of a build)."""
 
 OVERLAP_FROM = 2000
 """Items a tier needs before its vector search runs on a worker thread (handing it over and
@@ -122,83 +118,126 @@ def gather(
     query embeddings so far (filled in here). ``background``: where to run the vector search
     (the query embedding included) while BM25 scores in this thread; without it, both run here.
     """
-    known = known or {}
     wanted = policy.sources
     if not query and wanted & {DENSE, LEXICAL}:
         # Nothing to be relevant to: fall back to what is new and what matters.
         wanted = wanted | {RECENT, IMPORTANT}
     needs_index = bool(wanted & {LEXICAL, NEIGHBOURS}) or policy.strip_sources
-    index = store.backend.lexical_index(store.scope) if needs_index else None
+    index = store.lexical() if needs_index else None  # one lookup for the whole gather
     if index is not None and not len(index):  # it indexes every item of the tier: none yet
         return Candidates(tier=store.tier, query=query, items={}, now=now), [], False
     names = named_sources(query, index.sources()) if index is not None and query else frozenset()
     lexical_work = LEXICAL in wanted and bool(query) and index is not None
     dense = None
     if DENSE in wanted:
-        dense_query = strip_names(query, names) if policy.strip_sources else query
         dense = _start_search(
             store,
-            dense_query,
+            strip_names(query, names) if policy.strip_sources else query,
             limits.per_source,
             query_vectors if query_vectors is not None else {},
             # Handing a small tier's search to a worker costs more than the overlap saves.
             background if lexical_work and len(index or ()) >= OVERLAP_FROM else None,
         )
-    try:
-        lexical = index.hits(query) if lexical_work and index is not None else None
-        lexical_best = lexical.best(limits.per_source) if lexical is not None else []
-        # While the vector search is out, read what BM25 alone decides: the session
-        # neighbours of its best hits, those items themselves, and the pinned items.
-        near = []
-        if NEIGHBOURS in wanted and index is not None:
-            near = _neighbours(index, lexical_best[: limits.neighbour_seeds], limits.radius)
-        early: dict[str, ContextItem] = {}
-        if dense is not None and not dense.done():
-            early = _fetch(store, [*lexical_best, *near], known)
-        pinned = (
-            store.query({"status": Status.PINNED.value}, limit=None, order_by="importance")
-            if read_pinned
-            else []
-        )
-    finally:
-        if dense is not None:
-            wait([dense])  # never leave the store searched behind the caller's back
-    ids: dict[str, None] = dict.fromkeys(lexical_best)
-
-    query_vector, hits = dense.result() if dense is not None else (None, [])
-    found = {hit.item.id: hit.item for hit in hits}  # fetched already: not read twice
-    searched = {hit.item.id: hit.score for hit in hits}
-    ids.update(dict.fromkeys(found))
-    listed, cut = _listed(store, wanted, limits.per_source)
-    ids.update(dict.fromkeys(listed))
-    saturated = (
-        (lexical is not None and len(lexical) > limits.per_source)
-        or (dense is not None and len(hits) == limits.per_source)
-        or cut
-    )
-    ids.update(dict.fromkeys(near))
-    if NEIGHBOURS in wanted and index is not None:
-        seeded = set(lexical_best[: limits.neighbour_seeds])
-        seeds = [i for i in list(found)[: limits.neighbour_seeds] if i not in seeded]
-        ids.update(dict.fromkeys(_neighbours(index, seeds, limits.radius)))
-
-    found.update((i, item) for i, item in early.items() if i not in found)
-    found.update(_fetch(store, [i for i in ids if i not in found], known))
-    items = {i: found[i] for i in ids if i in found and i not in known}
-    items.update(known)
+    gathering = _Gathering(store, wanted, limits, known or {}, index)
+    found = gathering.while_searching(query if lexical_work else "", dense, read_pinned)
+    items = gathering.pool(found)
     candidates = Candidates(
         tier=store.tier,
         query=query,
         items=items,
-        dense=_cosines(items, query_vector, searched),
-        lexical=lexical.of(items) if lexical else {},
-        neighbours=(
-            index.links(items, limits.radius) if NEIGHBOURS in wanted and index is not None else {}
-        ),
+        dense=_cosines(items, gathering.query_vector, gathering.searched),
+        lexical=gathering.lexical.of(items) if gathering.lexical else {},
+        neighbours=gathering.links(items),
         named_sources=names,
         now=now,
     )
-    return candidates, pinned, saturated
+    return candidates, gathering.pinned, gathering.saturated
+
+
+@attrs.define
+class _Gathering:
+    """One gather's sources as they come in: the ids they name, in the order they name them.
+
+    The order is the pool's: BM25's best, the vector search's, the newest and the most
+    important, then the session neighbours of the best hits of each search.
+    """
+
+    store: TierStore
+    wanted: frozenset[str]
+    limits: GatherLimits
+    known: Mapping[str, ContextItem]
+    index: LexicalView | None
+    ids: dict[str, None] = attrs.field(factory=dict)
+    lexical: LexicalMatches | None = None
+    query_vector: Vector | None = None
+    searched: dict[str, float] = attrs.field(factory=dict)
+    pinned: list[ContextItem] = attrs.field(factory=list)
+    saturated: bool = False
+
+    @property
+    def neighbours(self) -> bool:
+        """Whether the policy wants session neighbours (and the scope has an index)."""
+        return NEIGHBOURS in self.wanted and self.index is not None
+
+    def while_searching(
+        self,
+        query: str,
+        dense: Future[tuple[Vector, list[SearchHit]]] | None,
+        read_pinned: bool,
+    ) -> dict[str, ContextItem]:
+        """Read what BM25 alone decides while the vector search is out; then take its hits.
+
+        ``query``: the text to match lexically (empty: no lexical source). Returns the items
+        read so far, by id: the vector hits (fetched with the search) and, when the search
+        was still running, BM25's best and their neighbours.
+        """
+        limits = self.limits
+        try:
+            self.lexical = self.index.hits(query) if query and self.index is not None else None
+            best = self.lexical.best(limits.per_source) if self.lexical is not None else []
+            near = self._neighbours_of(best)
+            early: dict[str, ContextItem] = {}
+            if dense is not None and not dense.done():
+                early = _fetch(self.store, [*best, *near], self.known)
+            self.pinned = self.store.pinned() if read_pinned else []
+        finally:
+            if dense is not None:
+                wait([dense])  # never leave the store searched behind the caller's back
+        self.query_vector, hits = dense.result() if dense is not None else (None, [])
+        found = {hit.item.id: hit.item for hit in hits}  # fetched already: not read twice
+        self.searched = {hit.item.id: hit.score for hit in hits}
+        listed, cut = _listed(self.store, self.wanted, limits.per_source)
+        self.ids.update(dict.fromkeys([*best, *found, *listed, *near]))
+        seeded = set(best[: limits.neighbour_seeds])
+        seeds = [i for i in list(found)[: limits.neighbour_seeds] if i not in seeded]
+        self.ids.update(dict.fromkeys(self._neighbours_of(seeds, seeded=False)))
+        self.saturated = (
+            (self.lexical is not None and len(self.lexical) > limits.per_source)
+            or (dense is not None and len(hits) == limits.per_source)
+            or cut
+        )
+        found.update((i, item) for i, item in early.items() if i not in found)
+        return found
+
+    def _neighbours_of(self, hits: list[str], *, seeded: bool = True) -> list[str]:
+        """The session neighbours of the first ``neighbour_seeds`` of ``hits``."""
+        if not self.neighbours or self.index is None:
+            return []
+        seeds = hits[: self.limits.neighbour_seeds] if seeded else hits
+        return self.index.neighbours(seeds, self.limits.radius)
+
+    def links(self, items: Mapping[str, ContextItem]) -> Neighbourhoods:
+        """Which pool items are session neighbours of which, for neighbour smoothing."""
+        if not self.neighbours or self.index is None:
+            return {}
+        return self.index.links(items, self.limits.radius)
+
+    def pool(self, found: dict[str, ContextItem]) -> dict[str, ContextItem]:
+        """Every id named, read in one batch but for those ``found`` or known already."""
+        found = {**found, **_fetch(self.store, [i for i in self.ids if i not in found], self.known)}
+        items = {i: found[i] for i in self.ids if i in found and i not in self.known}
+        items.update(self.known)
+        return items
 
 
 def _listed(store: TierStore, wanted: frozenset[str], limit: int) -> tuple[list[str], bool]:
@@ -211,14 +250,6 @@ def _listed(store: TierStore, wanted: frozenset[str], limit: int) -> tuple[list[
             listed.extend(item.id for item in newest_or_best)
             cut = cut or len(newest_or_best) == limit
     return listed, cut
-
-
-def _neighbours(index: LexicalIndex, seeds: list[str], radius: int) -> list[str]:
-    """The session neighbours of ``seeds`` within ``radius``, in the seeds' order."""
-    near: dict[str, None] = {}
-    for found in index.neighbourhoods(dict.fromkeys(seeds), radius).values():
-        near.update(dict.fromkeys(other for other, _ in found))
-    return list(near)
 
 
 def _fetch(
@@ -234,28 +265,17 @@ def _start_search(
 ) -> Future[tuple[Vector, list[SearchHit]]] | None:
     """The vector search for ``text``: started on ``background``, or done here without it.
 
-    ``None`` when there is nothing to search with (no text, or a backend without embedder).
+    ``None`` when there is nothing to search with (no text, or a store without embedder).
+    The query is embedded once per build and embedder (``memo``).
     """
-    embedder: Embedder | None = getattr(store.backend, "embedder", None)
-    if not text or embedder is None:
+    if not text or store.query_embedder is None:
         return None
-    search = functools.partial(_search, store, embedder, text, memo, k)
+    search = functools.partial(store.search_text, text, k, vectors=memo)
     if background is not None:
         return background.submit(contextvars.copy_context().run, search)
     done: Future[tuple[Vector, list[SearchHit]]] = Future()
     done.set_result(search())
     return done
-
-
-def _search(
-    store: TierStore, embedder: Embedder, text: str, memo: QueryVectors, k: int
-) -> tuple[Vector, list[SearchHit]]:
-    """Embed ``text`` (once per build and embedder: ``memo``) and search the store with it."""
-    key = (id(embedder), text)
-    vector = memo.get(key)
-    if vector is None:
-        vector = memo[key] = normalize_rows(embedder.embed([text]))[0]
-    return vector, store.search(vector, k=k)
 
 
 def _cosines(

@@ -186,12 +186,12 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
             embeds.append(time.perf_counter() - started)
             # BM25 keeps each term's weights until the next write: warm them for this query
             # first, so the raw reads and the builds after them all find them computed.
-            project.backend.lexical_index(project.scope).hits(text)
+            project.lexical().hits(text)
             started = time.perf_counter()
             dense = project.search(vector, k=k)
-            lexical = project.backend.lexical_index(project.scope).hits(text).best(k)
+            lexical = project.lexical().hits(text).best(k)
             steps.search(vector, k=k)
-            steps.backend.lexical_index(steps.scope).hits(text).best(k)
+            steps.lexical().hits(text).best(k)
             raws.append(time.perf_counter() - started)
             # The other project reads a build issues: the BM25-only candidates, pinned items.
             found = {hit.item.id for hit in dense}

@@ -58,6 +58,7 @@ from agent_engine.memory.audit import (
 )
 from agent_engine.models import ContextItem, Provenance, Tier, Vector, bump_count
 from agent_engine.retrieval.bm25 import LexicalIndex
+from agent_engine.retrieval.lexical import LexicalScope
 from agent_engine.serde import from_dict, to_dict
 
 __all__ = [
@@ -146,6 +147,11 @@ class MemoryBackend(Protocol):
         """The journal of mutations made through tier stores on this backend."""
         ...
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """What embeds items stored without a vector, and text queries (``None``: vectors only)."""
+        ...
+
     def add(self, item: ContextItem) -> None:
         """Store a new item."""
         ...
@@ -226,8 +232,22 @@ class MemoryBackend(Protocol):
         """Return the ``k`` matching items with the best BM25 score for ``query``, best first."""
         ...
 
-    def lexical_index(self, filters: FilterInput = None) -> LexicalIndex:
-        """The up-to-date BM25 index of the items in a namespace/tier scope."""
+    def lexical_index(self, filters: FilterInput = None) -> LexicalScope:
+        """The up-to-date full-text index of the items in a namespace/tier scope.
+
+        ``filters`` holds namespace and tier equalities only (anything else is a
+        :class:`~agent_engine.errors.ValidationError`). The index answers for the scope as
+        it stands when this is called; a caller that asks it several questions about one
+        state (a context build) looks it up once.
+        """
+        ...
+
+    def embed_query(self, text: str) -> Vector:
+        """``text`` embedded by ``embedder`` as ``search`` embeds a text query: L2-normalized.
+
+        Raises :class:`~agent_engine.errors.EmbeddingError` for a backend without embedder.
+        Searching with the returned vector finds what searching with ``text`` finds.
+        """
         ...
 
     def touch(self, item_ids: Iterable[str], at: datetime) -> int:
@@ -538,7 +558,7 @@ class BaseBackend(abc.ABC):
             window *= 4
         return hits[:k]
 
-    def lexical_index(self, filters: FilterInput = None) -> LexicalIndex:
+    def lexical_index(self, filters: FilterInput = None) -> LexicalScope:
         """The BM25 index of the scope (namespace and tier equalities) of ``filters``.
 
         Built from the store on first use, then kept current by this backend's own writes;
@@ -733,16 +753,25 @@ class BaseBackend(abc.ABC):
             result[index] = attrs.evolve(items[index], embedding=vector)
         return result
 
+    def embed_query(self, text: str) -> Vector:
+        """``text`` as a query vector of this backend's embedder (see :class:`MemoryBackend`).
+
+        The one place a text query is embedded: :meth:`search` calls it too. Normalizing
+        makes scores cosines whatever the embedder returns (a conforming one normalizes
+        already).
+        """
+        _validate.text("query", text)
+        if self.embedder is None:
+            raise EmbeddingError(
+                f"{type(self).__name__} has no embedder to embed a text query; pass a "
+                "vector, or construct the backend with embedder=..."
+            )
+        vector: Vector = normalize_rows(self.embedder.embed([text]))[0]
+        return vector
+
     def _query_vector(self, query: Query, expected: EmbedderIdentity | None) -> Vector:
         if isinstance(query, str):
-            _validate.text("query", query)
-            if self.embedder is None:
-                raise EmbeddingError(
-                    f"{type(self).__name__} has no embedder to embed a text query; pass a "
-                    "vector, or construct the backend with embedder=..."
-                )
-            vector: Vector = self.embedder.embed([query])[0]
-            return vector
+            return self.embed_query(query)
         vector = _validate.vector("query", query)
         if expected is not None and vector.shape[0] != expected.dim:
             raise DimensionMismatchError(

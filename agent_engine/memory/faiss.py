@@ -77,7 +77,7 @@ from agent_engine.memory.backend import (
     check_vectors,
 )
 from agent_engine.models import ContextItem, Vector
-from agent_engine.retrieval.bm25 import LexicalIndex
+from agent_engine.retrieval.lexical import LexicalScope
 
 __all__ = ["FaissBackend", "StoreFactory", "set_default_store"]
 
@@ -304,8 +304,8 @@ class FaissBackend(BaseBackend):
         """The record store's BM25 search (it sees every write, this backend's and others')."""
         return self.store.lexical_search(query, k, filters)
 
-    def lexical_index(self, filters: FilterInput = None) -> LexicalIndex:
-        """The record store's BM25 index of a scope."""
+    def lexical_index(self, filters: FilterInput = None) -> LexicalScope:
+        """The record store's full-text index of a scope."""
         return self.store.lexical_index(filters)
 
     # ------------------------------------------------------------------ primitives

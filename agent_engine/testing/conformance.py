@@ -844,6 +844,42 @@ class BackendConformance:
         assert hits[0].item.id == "item-00000"
         assert hits[0].score == pytest.approx(1.0, abs=1e-5)
 
+    def test_backend_reports_its_embedder(self, backend: MemoryBackend, embedder: Embedder) -> None:
+        """``embedder`` is the embedder the backend was built with (what embeds text queries).
+
+        If this fails, the backend keeps its embedder under another name: callers that embed
+        a query once for several stores key it by this embedder's identity.
+        """
+        assert backend.embedder is not None
+        assert EmbedderIdentity.of(backend.embedder) == EmbedderIdentity.of(embedder)
+
+    def test_embed_query_is_what_text_search_searches_with(
+        self, corpus: MemoryBackend, embedder: Embedder
+    ) -> None:
+        """``embed_query`` gives the unit-length embedding, and searching with it is a text search.
+
+        If this fails, ``search`` embeds a text query some other way than ``embed_query``
+        does (the one place a backend embeds queries), and a caller that embeds once and
+        searches several stores with the vector ranks differently from a text search.
+        """
+        query = "database locking and migrations"
+        vector = corpus.embed_query(query)
+        assert vector.shape == (embedder.dim,)
+        assert float(np.linalg.norm(vector)) == pytest.approx(1.0, abs=1e-5)
+        expected = embedder.embed([query])[0]
+        assert np.allclose(vector, expected / np.linalg.norm(expected), atol=1e-6)
+        by_text = corpus.search(query, k=7, filters={"namespace": "ns-1"})
+        by_vector = corpus.search(vector, k=7, filters={"namespace": "ns-1"})
+        assert [h.item.id for h in by_vector] == [h.item.id for h in by_text]
+        assert np.allclose([h.score for h in by_vector], [h.score for h in by_text], atol=1e-6)
+
+    @pytest.mark.parametrize("query", [None, 3, "nul\x00inside", "\ud800"])
+    def test_embed_query_refuses_what_is_not_text(self, backend: MemoryBackend, query: Any) -> None:
+        """A query that is not storable text is a ValidationError naming ``query``."""
+        with pytest.raises(ValidationError) as raised:
+            backend.embed_query(query)
+        assert raised.value.field == "query"
+
     def test_search_on_empty_and_no_match(self, backend: MemoryBackend) -> None:
         """Nothing stored, or nothing matching, gives an empty list."""
         assert backend.search("anything", k=3) == []
@@ -978,11 +1014,59 @@ class BackendConformance:
             make_item(n, session="talk" if n < 5 else "", namespace="ns-0") for n in range(7)
         )
         index = backend.lexical_index({"namespace": "ns-0"})
-        assert index.neighbours("item-00002", 1) == [("item-00001", -1), ("item-00003", 1)]
-        assert index.neighbours("item-00000", 2) == [("item-00001", 1), ("item-00002", 2)]
-        assert index.neighbours("item-00006", 2) == []
+        assert index.neighbourhoods(["item-00002", "item-00000", "item-00006", "nope"], 2) == {
+            "item-00002": [
+                ("item-00000", -2),
+                ("item-00001", -1),
+                ("item-00003", 1),
+                ("item-00004", 2),
+            ],
+            "item-00000": [("item-00001", 1), ("item-00002", 2)],
+        }
+        assert index.neighbourhoods(["item-00002"], 1) == {
+            "item-00002": [("item-00001", -1), ("item-00003", 1)]
+        }
+        assert index.links(["item-00000", "item-00002", "item-00003", "item-00006"], 2) == {
+            "item-00000": [("item-00002", 2)],
+            "item-00002": [("item-00000", -2), ("item-00003", 1)],
+            "item-00003": [("item-00002", -1)],
+        }
         with pytest.raises(ValidationError):
             backend.lexical_index({"kind": "note"})
+
+    def test_lexical_index_answers_for_its_scope_alone(self, corpus: MemoryBackend) -> None:
+        """A scope's index: its size, its sources, and matches ranked by score, all in scope.
+
+        Checks the :class:`~agent_engine.retrieval.lexical.LexicalScope` contract: ``best``
+        agrees with ``of`` (descending scores, ties by id), ``of`` gives 0.0 for items that
+        did not match (another scope's included), and ``lexical_search`` ranks alike. If
+        this fails for a backend with its own full-text search, compare its scope filter
+        with the ``namespace``/``tier`` equalities it was given.
+        """
+        scope = {"namespace": "ns-0", "tier": Tier.PROJECT.value}
+        index = corpus.lexical_index(scope)
+        mine = corpus.query(scope, limit=None)
+        assert len(index) == len(mine) == 12
+        assert index.sources() == frozenset(item.source for item in mine)
+        terms = {"postgres", "alembic", "pytest"}
+        hits = index.hits(" ".join(sorted(terms)))
+        best = hits.best(len(hits) + 5)
+        assert len(best) == len(hits)
+        assert {item.id for item in mine if terms & set(item.text.split())} <= set(best)
+        assert {item.namespace for item in corpus.get_many(best)} == {"ns-0"}
+        scores = hits.of([*best, "item-00001", "no-such-item"])
+        assert scores["item-00001"] == scores["no-such-item"] == 0.0
+        ranked = sorted(best, key=lambda item_id: (-scores[item_id], item_id))
+        assert best == ranked
+        assert all(scores[item_id] > 0 for item_id in best)
+        assert hits.best(2) == best[:2]
+        assert len(set(scores.values())) > 2  # two terms beat one: the ranking is tested
+        found = corpus.lexical_search("postgres alembic pytest", k=5, filters=scope)
+        assert [hit.item.id for hit in found] == best[:5]
+        assert np.allclose([hit.score for hit in found], [scores[i] for i in best[:5]])
+        assert len(index.hits("")) == 0
+        assert len(index.hits("zzz-no-such-term")) == 0
+        assert len(corpus.lexical_index({"namespace": "nowhere"})) == 0
 
     # ------------------------------------------------------------------ erase
 

@@ -12,7 +12,7 @@ PostgreSQL database for every project) without seeing, or learning anything of, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -20,6 +20,7 @@ import attrs
 
 from agent_engine import _validate
 from agent_engine._log import get_logger
+from agent_engine.embeddings import EmbedderIdentity
 from agent_engine.errors import DuplicateItemError, ItemNotFoundError, ValidationError
 from agent_engine.filters import Filter, FilterInput, parse_filter
 from agent_engine.memory.backend import (
@@ -34,15 +35,25 @@ from agent_engine.models import (
     ContextItem,
     Status,
     Tier,
+    Vector,
     bump_count,
     new_id,
     utcnow,
 )
 from agent_engine.tiers.audit import AuditLog
+from agent_engine.tiers.lexical import LexicalView
 from agent_engine.tiers.scope import id_prefix, qualified, scoped_id
 from agent_engine.tokens import DEFAULT_COUNTER
 
-__all__ = ["TierStore"]
+__all__ = ["QueryVectors", "TierStore", "by_backend", "record_access"]
+
+QueryVectors = dict[tuple[EmbedderIdentity, str], Vector]
+"""Query vectors made during one unit of work (a context build), by embedder and text.
+
+Keyed by the embedder's identity (its name and dimension, which say which model made a
+vector), so stores whose backends embed alike share a text's vector: embedding a query with a
+model costs as much as the rest of a build.
+"""
 
 
 class TierStore:
@@ -69,6 +80,7 @@ class TierStore:
         self.audit = audit if audit is not None else AuditLog(backend.audit, clock=clock)
         self.clock = clock
         self.scope = Filter().and_(parse_filter({"namespace": namespace, "tier": self.tier.value}))
+        self._pinned = self.scope.and_(parse_filter({"status": Status.PINNED.value}))
         self._log = get_logger(tier=self.tier.value, namespace=namespace)
 
     def __repr__(self) -> str:
@@ -194,6 +206,43 @@ class TierStore:
     def search(self, query: Query, k: int = 10, filters: FilterInput = None) -> list[SearchHit]:
         """Semantic search within this store."""
         return self.backend.search(query, k, self._scoped(filters))
+
+    def search_text(
+        self, text: str, k: int = 10, *, vectors: QueryVectors | None = None
+    ) -> tuple[Vector, list[SearchHit]]:
+        """Vector search for ``text`` with this store's embedder: the query vector and the hits.
+
+        The vector is the backend's :meth:`~agent_engine.memory.backend.MemoryBackend.embed_query`
+        of ``text`` (L2-normalized), returned so the caller can score other items against
+        it. ``vectors``: the query vectors a unit of work made so far; the vector is taken
+        from it when an embedder of the same identity made it, and added to it otherwise.
+        Raises :class:`~agent_engine.errors.EmbeddingError` when :attr:`query_embedder` is
+        ``None``.
+        """
+        identity = self.query_embedder
+        made = vectors.get((identity, text)) if identity is not None and vectors else None
+        vector = made if made is not None else self.backend.embed_query(text)
+        if identity is not None and vectors is not None:
+            vectors[identity, text] = vector  # without an embedder, embed_query raised
+        return vector, self.search(vector, k)
+
+    @property
+    def query_embedder(self) -> EmbedderIdentity | None:
+        """The embedder of this store's text queries (``None``: it searches by vector only)."""
+        embedder = self.backend.embedder
+        return EmbedderIdentity.of(embedder) if embedder is not None else None
+
+    def lexical(self) -> LexicalView:
+        """The full-text index of this store's scope, looked up once (see :class:`LexicalView`).
+
+        Take one view per unit of work and ask it everything: on a persistent store each
+        lookup reads the scope's change counter from the database.
+        """
+        return LexicalView(self.backend.lexical_index(self.scope))
+
+    def pinned(self) -> list[ContextItem]:
+        """Every pinned item of this store, most important first (ties by id)."""
+        return self.backend.query(self._pinned, None, "importance")
 
     def list_all(self) -> list[ContextItem]:
         """Every item of this store, newest first."""
@@ -375,5 +424,48 @@ class TierStore:
             self.backend.update(boosted)
         return boosted
 
+    def record_access(self, item_ids: Iterable[str], at: datetime) -> int:
+        """Count one access at ``at`` of each of ``item_ids`` in one write; return how many exist.
+
+        The ids are those this store's reads returned (a build's chosen items); stores that
+        share a backend record theirs together with :func:`record_access`.
+        """
+        return record_access({self: list(item_ids)}, at)
+
     def _after_add(self) -> None:
         """Hook run after every successful add (project memory evicts here)."""
+
+
+def by_backend(stores: Iterable[TierStore]) -> list[list[TierStore]]:
+    """``stores`` grouped by the backend object they use, in the order first met.
+
+    One group is one connection (one SQLite file, one PostgreSQL pool): what it is asked
+    together it can do in one write.
+    """
+    groups: list[list[TierStore]] = []
+    for store in stores:
+        group = next((g for g in groups if g[0].backend is store.backend), None)
+        if group is None:
+            groups.append([store])
+        else:
+            group.append(store)
+    return groups
+
+
+def record_access(accesses: Mapping[TierStore, Collection[str]], at: datetime) -> int:
+    """Count one access at ``at`` of each store's ids, in one write; return how many exist.
+
+    Every store must use the same backend (group them with :func:`by_backend`): this is the
+    assembler's access tracking, one write per backend per build, never one per item or tier.
+    """
+    stores = list(accesses)
+    if not stores:
+        return 0
+    backend = stores[0].backend
+    if any(store.backend is not backend for store in stores):
+        raise ValidationError(
+            "record_access() takes stores that share one backend; group them with by_backend()",
+            field="accesses",
+            value=stores,
+        )
+    return backend.touch([i for ids in accesses.values() for i in ids], at)

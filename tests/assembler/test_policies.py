@@ -23,7 +23,7 @@ from agent_engine import (
     Tier,
 )
 from agent_engine.assembler import Candidates, HybridScorer, RandomScorer, RRFScorer
-from agent_engine.assembler.candidates import named_sources, strip_names
+from agent_engine.assembler.candidates import GatherLimits, named_sources, strip_names
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
 TASK = Task(id="t", project_id="p", user_id="u")
@@ -336,6 +336,49 @@ class TestHybrid:
         )
         assert {s.tier for s in package.selections} == set(Tier)  # every tier searched
         assert embedder.texts == ["when do we release?"]
+
+    def test_embedders_of_one_identity_embed_the_query_once(self):
+        """Backends built with equal embedders (one name, one size) share the query vector."""
+        embedders = [CountingEmbedder() for _ in Tier]
+        task_backend, project_backend, global_backend = (
+            _LookupCounting(embedder=embedder) for embedder in embedders
+        )
+        assembler = ContextAssembler(
+            MemoryStores(
+                task_backend=task_backend,
+                project_backend=project_backend,
+                global_backend=global_backend,
+                clock=lambda: NOW,
+                confirm=lambda _request: True,
+            ),
+            config=AssemblerConfig(track_access=False, limits=GatherLimits(widening_rounds=0)),
+        )
+        task = Task(id="t", project_id="p", user_id="u", description="ship the release")
+        assembler.task_store(task).add_reasoning("checked the release notes", "plan")
+        project = assembler.project_store("p")
+        project.add(project.new_item("note", "release on Fridays"))
+        user = assembler.global_store("u")
+        user.add(user.new_item("preference", "short release notes"))
+        for embedder in embedders:
+            embedder.texts.clear()
+        package = assembler.build_context(
+            task, ContextRequest(budget_tokens=500, query="when do we release?")
+        )
+        assert {s.tier for s in package.selections} == set(Tier)
+        assert [text for e in embedders for text in e.texts] == ["when do we release?"]
+        # Each tier's gather looks its lexical index up once, whatever it asks of it.
+        lookups = [b.lookups for b in (task_backend, project_backend, global_backend)]
+        assert lookups == [1, 1, 1]
+
+
+class _LookupCounting(InMemoryBackend):
+    """An in-memory backend that counts lexical index lookups."""
+
+    lookups = 0
+
+    def lexical_index(self, filters=None):
+        self.lookups += 1
+        return super().lexical_index(filters)
 
 
 class CountingEmbedder(HashingEmbedder):
