@@ -16,19 +16,22 @@ import typing as _typing
 
 from agent_engine import _lazy
 from agent_engine._version import __version__
-from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
-from agent_engine.assembler.candidates import GatherLimits
-from agent_engine.assembler.package import (
+from agent_engine.assembler import (
+    DEFAULT_POLICIES,
+    AssemblerConfig,
+    ContextAssembler,
     ContextPackage,
+    GatherLimits,
+    Layout,
     Omission,
     OmissionReason,
+    Policy,
+    RenderFormat,
     Selection,
     SelectionReason,
     TierFailure,
     TierUsage,
 )
-from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
-from agent_engine.assembler.render import Layout, RenderFormat
 from agent_engine.embeddings import (
     Embedder,
     EmbedderIdentity,

@@ -396,32 +396,27 @@ def forget(
 # ---------------------------------------------------------------------------- pin / promote
 
 
-@app.command()
-def pin(
-    ctx: typer.Context,
-    item_id: Annotated[str, typer.Argument(metavar="ID")],
-    project: Project = None,
-    user: User = None,
-) -> None:
-    """Pin a memory: offered to every prompt first, never evicted."""
-    scope = _open(ctx, project, user, access=Access.WRITE)
-    store, _ = scope.find(item_id)
-    store.pin(item_id)
-    console().print(Text(f"pinned {item_id}"))
+def _pin_command(name: str, summary: str, *, pinned: bool) -> None:
+    """Register ``pin`` or ``unpin``: the same lookup, the opposite status."""
+
+    @app.command(name=name, help=summary)
+    def command(
+        ctx: typer.Context,
+        item_id: Annotated[str, typer.Argument(metavar="ID")],
+        project: Project = None,
+        user: User = None,
+    ) -> None:
+        scope = _open(ctx, project, user, access=Access.WRITE)
+        store, _ = scope.find(item_id)
+        if pinned:
+            store.pin(item_id)
+        else:
+            store.unpin(item_id)
+        console().print(Text(f"{name}ned {item_id}"))
 
 
-@app.command()
-def unpin(
-    ctx: typer.Context,
-    item_id: Annotated[str, typer.Argument(metavar="ID")],
-    project: Project = None,
-    user: User = None,
-) -> None:
-    """Unpin a memory."""
-    scope = _open(ctx, project, user, access=Access.WRITE)
-    store, _ = scope.find(item_id)
-    store.unpin(item_id)
-    console().print(Text(f"unpinned {item_id}"))
+_pin_command("pin", "Pin a memory: offered to every prompt first, never evicted.", pinned=True)
+_pin_command("unpin", "Unpin a memory.", pinned=False)
 
 
 @app.command(name="promote")

@@ -126,6 +126,23 @@ class TierStore:
         # Counting once at write time keeps it off the assembler's hot path.
         return attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
 
+    def _add_labelled(self, kind: str, text: str, importance: float, **label: str) -> ContextItem:
+        """Add ``text`` as a ``kind`` item under one label (a category, a domain, a scope).
+
+        The typed helpers of the tiers (preferences, patterns, conventions) store alike: tagged
+        with their kind and label, and a payload naming both, so a filter on either finds them.
+        """
+        ((name, value),) = label.items()
+        return self.add(
+            self.new_item(
+                kind,
+                text,
+                importance=importance,
+                tags=(kind, value),
+                payload={kind: text, name: value},
+            )
+        )
+
     def scoped_id(self, item_id: str) -> str:
         """``item_id`` as this store writes it: a local id gets the scope's prefix."""
         whole = qualified(self.id_prefix, _validate.text("id", item_id))

@@ -100,29 +100,13 @@ class GlobalMemoryStore(TierStore):
         self, preference: str, category: str = "general", *, importance: float = 0.9
     ) -> ContextItem:
         """Add a user preference (high-risk: confirmed first)."""
-        return self.add(
-            self.new_item(
-                "preference",
-                preference,
-                importance=importance,
-                tags=("preference", category),
-                payload={"preference": preference, "category": category},
-            )
-        )
+        return self._add_labelled("preference", preference, importance, category=category)
 
     def add_pattern(
         self, pattern: str, domain: str = "general", *, importance: float = 0.7
     ) -> ContextItem:
         """Add a reusable cross-project pattern (low-risk: no confirmation)."""
-        return self.add(
-            self.new_item(
-                "pattern",
-                pattern,
-                importance=importance,
-                tags=("pattern", domain),
-                payload={"pattern": pattern, "domain": domain},
-            )
-        )
+        return self._add_labelled("pattern", pattern, importance, domain=domain)
 
     def query_preferences(
         self, category: str | None = None, limit: int | None = 100

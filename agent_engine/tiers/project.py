@@ -70,15 +70,7 @@ class ProjectMemoryStore(TierStore):
         self, convention: str, scope: str = "project", *, importance: float = 0.8
     ) -> ContextItem:
         """Record a convention and what it applies to (``scope``: a language, a folder, ...)."""
-        return self.add(
-            self.new_item(
-                "convention",
-                convention,
-                importance=importance,
-                tags=("convention", scope),
-                payload={"convention": convention, "scope": scope},
-            )
-        )
+        return self._add_labelled("convention", convention, importance, scope=scope)
 
     def add_failure(
         self,
@@ -110,29 +102,13 @@ class ProjectMemoryStore(TierStore):
         self, pattern: str, domain: str = "general", *, importance: float = 0.7
     ) -> ContextItem:
         """Record a reusable pattern of this project."""
-        return self.add(
-            self.new_item(
-                "pattern",
-                pattern,
-                importance=importance,
-                tags=("pattern", domain),
-                payload={"pattern": pattern, "domain": domain},
-            )
-        )
+        return self._add_labelled("pattern", pattern, importance, domain=domain)
 
     def add_preference(
         self, preference: str, category: str = "general", *, importance: float = 0.8
     ) -> ContextItem:
         """Record a preference that holds for this project only."""
-        return self.add(
-            self.new_item(
-                "preference",
-                preference,
-                importance=importance,
-                tags=("preference", category),
-                payload={"preference": preference, "category": category},
-            )
-        )
+        return self._add_labelled("preference", preference, importance, category=category)
 
     def query_decisions(
         self, tags: Iterable[str] | None = None, limit: int | None = 100
