@@ -147,8 +147,10 @@ class Configuration:
         return factory(work, embedder)
 
 
-def _configurations(value: Mapping[str, Ref]) -> tuple[tuple[str, Ref], ...]:
-    return tuple(value.items())
+def _configurations(
+    value: Mapping[str, Ref] | Iterable[tuple[str, Ref]],
+) -> tuple[tuple[str, Ref], ...]:
+    return tuple(value.items() if isinstance(value, Mapping) else value)
 
 
 def _names(value: Iterable[str]) -> tuple[str, ...]:
