@@ -154,8 +154,8 @@ def default_url() -> str:
 
 def url_forms() -> str:
     """The URL forms the registered backends open, for help texts and errors."""
-    forms = [form for entry in registry.backends() for form in entry.urls]
-    return " or ".join(filter(None, [", ".join(forms[:-1]), forms[-1]]))
+    *forms, last = [form for entry in registry.backends() for form in entry.urls] or ["none"]
+    return f"{', '.join(forms)} or {last}" if forms else last
 
 
 def scheme_of(url: str) -> str:
