@@ -54,6 +54,7 @@ from agent_engine.errors import (
     QueryTimeoutError,
     ReembedRequiredError,
     SchemaVersionError,
+    UnknownBackendError,
     ValidationError,
 )
 from agent_engine.filters import Filter, parse_filter
@@ -194,6 +195,7 @@ __all__ = [
     "TierUsage",
     "TokenCounter",
     "TransformersTokenCounter",
+    "UnknownBackendError",
     "ValidationError",
     "__version__",
     "database_revision",

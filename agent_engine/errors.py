@@ -18,6 +18,7 @@ The tree::
     ├── EmbeddingError                        no model, or the model failed
     └── BackendError                          storage failed (driver errors wrap into this)
         ├── BackendUnavailableError           cannot reach or open the store
+        │   └── UnknownBackendError (LookupError) no backend registered by that name or scheme
         ├── SchemaVersionError                database schema is older or newer than the code
         ├── ReembedRequiredError              a store's vectors are being (or must be) re-embedded
         ├── IndexCorruptError                 a saved vector index cannot be used
@@ -47,6 +48,7 @@ __all__ = [
     "QueryTimeoutError",
     "ReembedRequiredError",
     "SchemaVersionError",
+    "UnknownBackendError",
     "ValidationError",
 ]
 
@@ -162,6 +164,19 @@ class BackendError(AgentEngineError):
 
 class BackendUnavailableError(BackendError):
     """The store cannot be reached or opened (bad URL, server down, unreadable file)."""
+
+
+class UnknownBackendError(BackendUnavailableError, LookupError):
+    """No backend is registered under this name, URL scheme or configuration name.
+
+    ``name`` is what was asked for and ``known`` what is registered, so a caller can offer
+    the choices (``agent_engine.memory.registry``).
+    """
+
+    def __init__(self, message: str, *, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.name = name
+        self.known = known
 
 
 class SchemaVersionError(BackendError):

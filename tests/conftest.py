@@ -3,15 +3,22 @@
 ``sqlite_template`` is a migrated SQLite file that backend fixtures copy per test (a fresh file
 without running the migrations each time); ``postgres_url`` is one migrated schema on the test
 server for the whole run, which backend fixtures empty with ``sql_delete_all`` before each test.
-Tests that need a schema of their own define a ``postgres_url`` fixture beside them. The
-fixtures import what they use inside: ``agent_engine.testing`` must not be imported before
-pytest registers it for assertion rewriting, below.
+Tests that need a schema of their own define a ``postgres_url`` fixture beside them.
+
+``open_backend`` opens an empty backend of any kind in ``BACKEND_KINDS`` from them, and
+``backend_kind`` runs a test on each kind in turn. The fixtures import what they use inside:
+``agent_engine.testing`` must not be imported before pytest registers it for assertion
+rewriting, below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 import structlog
 
@@ -44,3 +51,109 @@ def postgres_url():
     with postgres_schema() as url:
         upgrade_database(url)
         yield url
+
+
+# --------------------------------------------------------------------- empty backends
+# One definition of "an empty backend of each kind" for every suite that runs on all of them:
+# the conformance suite (tests/conformance/test_backends.py), the fuzz suite, the tier and
+# assembler tests and the isolation properties. A new backend adds its kind here, once.
+
+
+def _memory(request, embedder, folder):
+    from agent_engine.memory.inmemory import InMemoryBackend  # noqa: PLC0415
+
+    return InMemoryBackend(embedder=embedder)
+
+
+def _sqlite(request, embedder, folder):
+    from agent_engine.memory.sql import SQLAlchemyBackend  # noqa: PLC0415
+
+    path = folder / "memory.db"
+    shutil.copy(request.getfixturevalue("sqlite_template"), path)
+    return SQLAlchemyBackend(f"sqlite:///{path}", embedder=embedder)
+
+
+def _postgresql(request, embedder, folder):
+    from agent_engine.memory.sql import SQLAlchemyBackend  # noqa: PLC0415
+    from agent_engine.testing.databases import sql_delete_all  # noqa: PLC0415
+
+    url = request.getfixturevalue("postgres_url")
+    sql_delete_all(url)
+    return SQLAlchemyBackend(url, embedder=embedder)
+
+
+def _faiss(request, embedder, folder):
+    from agent_engine.memory.faiss import FaissBackend  # noqa: PLC0415
+
+    return FaissBackend(embedder=embedder)
+
+
+def _faiss_sqlite(request, embedder, folder):
+    from agent_engine.memory.faiss import FaissBackend  # noqa: PLC0415
+
+    records = _sqlite(request, embedder, folder)
+    return FaissBackend(records, embedder=embedder, index_path=folder / "vectors.faiss")
+
+
+@attrs.frozen
+class Kind:
+    """A way to open an empty backend in a test: ``open(request, embedder, folder)``."""
+
+    backend: str
+    """The name the backend is registered under (agent_engine.memory.registry)."""
+    open: Callable[[pytest.FixtureRequest, Any, Path], Any]
+
+
+BACKEND_KINDS = {
+    "memory": Kind("memory", _memory),
+    "faiss": Kind("faiss", _faiss),
+    "sqlite": Kind("sql", _sqlite),
+    "postgresql": Kind("sql", _postgresql),
+    "faiss-sqlite": Kind("faiss", _faiss_sqlite),
+}
+"""Every kind of empty backend the suites run on. The migrated SQLite file and the PostgreSQL
+schema are this file's fixtures; a PostgreSQL backend is emptied when it is opened, so two of
+them in one test take turns (close one before opening the next)."""
+
+
+@attrs.define
+class BackendOpener:
+    """Opens empty backends by kind, each in a folder of its own; closes them on ``close``."""
+
+    request: pytest.FixtureRequest
+    root: Path
+    opened: list[Any] = attrs.field(factory=list)
+    made: int = 0
+
+    def __call__(self, kind: str, embedder: Any) -> Any:
+        self.made += 1
+        folder = self.root / f"{kind}-{self.made}"
+        folder.mkdir(parents=True)
+        backend = BACKEND_KINDS[kind].open(self.request, embedder, folder)
+        self.opened.append(backend)
+        return backend
+
+    def close(self) -> None:
+        """Close every backend opened so far."""
+        while self.opened:
+            self.opened.pop().close()
+
+
+@pytest.fixture(name="backend_kinds", scope="session")
+def _backend_kinds() -> dict[str, Kind]:
+    """The table of kinds, for tests about the table itself."""
+    return BACKEND_KINDS
+
+
+@pytest.fixture
+def open_backend(request, tmp_path) -> Iterator[BackendOpener]:
+    """``open_backend(kind, embedder)``: a new empty backend of that kind, closed after the test."""
+    opener = BackendOpener(request, tmp_path / "backends")
+    yield opener
+    opener.close()
+
+
+@pytest.fixture(params=list(BACKEND_KINDS))
+def backend_kind(request) -> str:
+    """Each kind of backend in turn: a test (or fixture) that asks for it runs on every kind."""
+    return request.param

@@ -73,6 +73,15 @@ class TestLightImport:
         )
         assert _heavy_modules_after(code) == []
 
+    def test_backend_registry_lookups(self):
+        """Looking backends up by scheme, name or configuration imports none of them."""
+        code = (
+            "from agent_engine.memory import registry\n"
+            "assert registry.backend_for_scheme('sqlite').class_name == 'SQLAlchemyBackend'\n"
+            "assert 'faiss-sqlite' in [c.name for c in registry.configurations()]"
+        )
+        assert _heavy_modules_after(code) == []
+
 
 class TestLazyExports:
     @pytest.mark.parametrize(

@@ -34,52 +34,26 @@ from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.bench.synthetic import _WORDS, generate
 from agent_engine.embeddings import Embedder, HashingEmbedder, Matrix
-from agent_engine.memory.backend import MemoryBackend
-from agent_engine.memory.faiss import FaissBackend
+from agent_engine.memory import registry
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Vector
 from agent_engine.tiers.stores import MemoryStores
 
-__all__ = ["BACKENDS", "run_cell", "run_cost"]
+__all__ = ["backend_names", "default_backend_names", "run_cell", "run_cost"]
 
 PROJECT = "bench"
 CHUNK = 5000
 WRITES = 5
 
 
-def _memory(_: Path, embedder: Embedder) -> MemoryBackend:
-    return InMemoryBackend(embedder=embedder)
+def backend_names() -> tuple[str, ...]:
+    """The backends the bench can measure: every configuration in the backend registry."""
+    return tuple(configuration.name for configuration in registry.configurations())
 
 
-def _faiss(work: Path, embedder: Embedder) -> MemoryBackend:
-    return FaissBackend(embedder=embedder, index_path=work / "vectors.faiss")
-
-
-def _faiss_hnsw(work: Path, embedder: Embedder) -> MemoryBackend:
-    return FaissBackend(embedder=embedder, index="hnsw", index_path=work / "vectors.faiss")
-
-
-def _sqlite(work: Path, embedder: Embedder) -> MemoryBackend:
-    from agent_engine.memory.sql import SQLAlchemyBackend  # noqa: PLC0415 - SQL stack on demand
-
-    return SQLAlchemyBackend(f"sqlite:///{work / 'bench.db'}", embedder=embedder, upgrade=True)
-
-
-def _faiss_sqlite(work: Path, embedder: Embedder) -> MemoryBackend:
-    """FAISS ranking over a SQLite record store: the persistent pairing users deploy."""
-    return FaissBackend(
-        _sqlite(work, embedder), embedder=embedder, index_path=work / "vectors.faiss"
-    )
-
-
-BACKENDS: dict[str, Callable[[Path, Embedder], MemoryBackend]] = {
-    "memory": _memory,
-    "faiss": _faiss,
-    "faiss-hnsw": _faiss_hnsw,
-    "sqlite": _sqlite,
-    "faiss-sqlite": _faiss_sqlite,
-}
-"""Backend factories by name: ``(work dir, embedder) -> empty backend``."""
+def default_backend_names() -> tuple[str, ...]:
+    """What the bench measures when no backend is named: the registry's default configurations."""
+    return tuple(c.name for c in registry.configurations() if c.default)
 
 
 class _PrimedEmbedder:
@@ -145,11 +119,19 @@ def _builds_after_writes(
     return timings
 
 
-def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[str, Any]:
-    """Measure one backend at one size (meant to run in its own process)."""
+def run_cell(
+    which: str | registry.Configuration, size: int, queries: int, budget: int
+) -> dict[str, Any]:
+    """Measure one backend configuration at one size (meant to run in its own process).
+
+    ``which`` is a configuration or its registered name; :func:`run_cost` hands the worker
+    the configuration itself, so one registered only in the parent process is measured too.
+    """
+    configuration = which if isinstance(which, registry.Configuration) else None
+    configuration = configuration or registry.configuration(str(which))
     embedder = _PrimedEmbedder(HashingEmbedder(dim=384))
     with tempfile.TemporaryDirectory() as work:
-        backend = BACKENDS[backend_name](Path(work), embedder)
+        backend = configuration.build(Path(work), embedder)
         task_backend = InMemoryBackend(embedder=embedder)
         assembler = ContextAssembler(
             MemoryStores(backend, task_backend=task_backend, max_project_items=None),
@@ -209,7 +191,7 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     ms = 1000.0
     return {
-        "backend": backend_name,
+        "backend": configuration.name,
         "size": size,
         "ingest_items_per_s": size / ingest,
         "peak_rss_mb": peak_kib / 1024,
@@ -237,13 +219,18 @@ def run_cost(
     budget: int = 2048,
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Measure every (backend, size) cell, each in a fresh process."""
+    """Measure every (backend, size) cell, each in a fresh process.
+
+    ``backends`` are configuration names of the backend registry; an unknown one raises
+    :class:`~agent_engine.errors.UnknownBackendError` before anything runs.
+    """
+    chosen = [registry.configuration(name) for name in backends]
     context = multiprocessing.get_context("spawn")
     results = []
-    for name in backends:
+    for configuration in chosen:
         for size in sizes:
             with context.Pool(1) as pool:
-                results.append(pool.apply(run_cell, (name, size, queries, budget)))
+                results.append(pool.apply(run_cell, (configuration, size, queries, budget)))
             if progress is not None:
                 progress(1)
     return results

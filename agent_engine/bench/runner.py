@@ -39,7 +39,7 @@ class SuiteOptions:
     conversations: tuple[int, ...] = tuple(range(10))
     quality: QualityConfig = attrs.field(factory=QualityConfig)
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
-    backends: tuple[str, ...] = ("memory", "sqlite", "faiss", "faiss-sqlite")
+    backends: tuple[str, ...] = attrs.field(factory=cost_suite.default_backend_names)
     queries: int = 50
 
 
@@ -143,11 +143,11 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
         "--backends",
-        default="memory,sqlite,faiss,faiss-sqlite",
-        help=f"comma-separated, of: {', '.join(cost_suite.BACKENDS)}",
+        default=",".join(cost_suite.default_backend_names()),
+        help=f"comma-separated, of: {', '.join(cost_suite.backend_names())}",
     )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.backends.split(",")) - set(cost_suite.BACKENDS))
+    unknown = sorted(set(args.backends.split(",")) - set(cost_suite.backend_names()))
     if unknown:
         parser.error(f"unknown backend(s): {', '.join(unknown)}")
     return SuiteOptions(

@@ -11,6 +11,7 @@ import typer
 import agent_engine
 from agent_engine.cli import _bench, _db, _demo, _memory
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
+from agent_engine.cli._store import url_forms
 
 __all__ = ["app"]
 
@@ -42,7 +43,7 @@ def root(
             "--db",
             metavar="URL",
             help=(
-                "Store to use: sqlite:///PATH, postgresql+psycopg://USER@HOST/DB or memory://. "
+                f"Store to use: {url_forms()}. "
                 "Default: $AGENT_ENGINE_DB, else an SQLite file in your data directory."
             ),
             show_default=False,

@@ -16,7 +16,15 @@ from agent_engine import EmbedderIdentity
 from agent_engine.cli._errors import CommandError
 from agent_engine.cli._output import console, emit_json, err_console
 from agent_engine.cli._settings import settings
-from agent_engine.cli._store import Access, Location, locate, make_embedder, open_store, sql_api
+from agent_engine.cli._store import (
+    SQL,
+    Access,
+    Location,
+    locate,
+    make_embedder,
+    open_store,
+    sql_api,
+)
 
 __all__ = ["app"]
 
@@ -28,7 +36,7 @@ app = typer.Typer(
 
 
 def _sql(location: Location) -> Location:
-    if location.scheme == "memory":
+    if location.kind != SQL:
         raise CommandError(f"{location.url} has no schema to migrate; use a SQL URL with --db")
     return location
 

@@ -1,17 +1,19 @@
 """Opening a store from a URL, and the embedder to go with it.
 
-URLs: ``memory://`` (in this process only, gone when the command exits), ``sqlite:///PATH``
-(an embedded file) and ``postgresql+psycopg://USER@HOST/DB``. Without ``--db`` the command
-uses ``AGENT_ENGINE_DB`` or else the embedded SQLite default in the user's data directory.
+URLs: whatever the backends in :mod:`agent_engine.memory.registry` open: ``memory://`` (in
+this process only, gone when the command exits), ``sqlite:///PATH`` (an embedded file) and
+``postgresql+psycopg://USER@HOST/DB`` built in. Without ``--db`` the command uses
+``AGENT_ENGINE_DB`` or else the embedded SQLite default in the user's data directory.
 
-The SQL backend is imported only when a SQL URL is opened, so ``memory://`` works (and a
-wrong URL is reported) without its dependencies. A SQLite file named explicitly must exist
-unless the command creates stores (``memory add``, ``db upgrade``, ``demo``): a typo in a path
-should say "no database there", not silently start an empty one.
+A backend is imported only when a URL of its scheme is opened, so ``memory://`` works (and a
+wrong URL is reported) without the SQL backend's dependencies. A SQLite file named explicitly
+must exist unless the command creates stores (``memory add``, ``db upgrade``, ``demo``): a
+typo in a path should say "no database there", not silently start an empty one.
 
 Only those commands create anything (:class:`Access`). The others leave a store that was
 never written to (the default file before its first use, a database without a schema)
-exactly as it is, and see it empty; the ones that only read open it read-only.
+exactly as it is, and see it empty; the ones that only read open it read-only. The backend's
+opener says when a store was never written to (the SQL backend's: no schema revision).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from agent_engine import (
     SentenceTransformerEmbedder,
     ValidationError,
 )
+from agent_engine.errors import UnknownBackendError
+from agent_engine.memory import registry
 
 __all__ = [
     "DB_ENV",
@@ -49,14 +53,15 @@ __all__ = [
     "make_embedder",
     "open_store",
     "sql_api",
+    "url_forms",
 ]
 
 MEMORY_URL = "memory://"
 DB_ENV = "AGENT_ENGINE_DB"
 _SQL_MODULE = "agent_engine.memory.sql"
-_SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
+SQL = "sql"
+"""The registered backend whose schema the ``db`` commands migrate."""
 _EMBEDDERS = ("auto", "minilm", "hashing")
-_SQL_BACKEND = "SQLAlchemyBackend"
 
 
 class Access(enum.Enum):
@@ -87,6 +92,8 @@ class Store:
     url: str
     backend: MemoryBackend
     scheme: str
+    kind: str
+    """The name the backend is registered under (:mod:`agent_engine.memory.registry`)."""
     path: Path | None = None
     """The SQLite file, when there is one."""
     empty: bool = False
@@ -96,7 +103,9 @@ class Store:
     @property
     def backend_name(self) -> str:
         """The class of the backend the URL opens (for an empty store: the one it would)."""
-        return _SQL_BACKEND if self.empty else type(self.backend).__name__
+        if self.empty:
+            return registry.get_backend(self.kind).class_name
+        return type(self.backend).__name__
 
     def size_bytes(self) -> int | None:
         """Bytes on disk (the SQLite file and its write-ahead log); ``None`` when unknown."""
@@ -106,8 +115,8 @@ class Store:
         return sum(file.stat().st_size for file in files if file.exists())
 
     def revision(self) -> str | None:
-        """The schema revision of a SQL database (``None`` for ``memory://``)."""
-        if self.scheme == "memory" or self.empty:
+        """The schema revision of a SQL database (``None`` for other backends)."""
+        if self.kind != SQL or self.empty:
             return None
         return sql_api().revision(self.url)
 
@@ -143,22 +152,30 @@ def default_url() -> str:
     return sql_api().default_url()
 
 
+def url_forms() -> str:
+    """The URL forms the registered backends open, for help texts and errors."""
+    *forms, last = [form for entry in registry.backends() for form in entry.urls] or ["none"]
+    return f"{', '.join(forms)} or {last}" if forms else last
+
+
 def scheme_of(url: str) -> str:
-    """``sqlite``, ``postgresql`` or ``memory``; a typed error for anything else."""
+    """The URL's scheme, once a registered backend opens it; a typed error for anything else.
+
+    Driver suffixes are dropped (``sqlite+pysqlite`` is ``sqlite``) and ``postgres`` reads as
+    ``postgresql``.
+    """
     if not isinstance(url, str) or ":" not in url:
-        raise BackendUnavailableError(
-            f"not a database URL: {url!r}; expected sqlite:///PATH, "
-            f"postgresql+psycopg://USER@HOST/DB or {MEMORY_URL}"
-        )
+        raise BackendUnavailableError(f"not a database URL: {url!r}; expected {url_forms()}")
     scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
-    if url.rstrip("/") == MEMORY_URL.rstrip("/"):
-        return "memory"
-    if scheme not in _SQL_SCHEMES:
-        raise BackendUnavailableError(
-            f"unsupported database URL scheme {scheme!r} in {url!r}; expected sqlite:///PATH, "
-            f"postgresql+psycopg://USER@HOST/DB or {MEMORY_URL}"
-        )
-    return "postgresql" if scheme.startswith("postgres") else "sqlite"
+    try:
+        registry.backend_for_scheme(scheme)
+    except UnknownBackendError as exc:
+        raise UnknownBackendError(
+            f"unsupported database URL scheme {scheme!r} in {url!r}; expected {url_forms()}",
+            name=scheme,
+            known=exc.known,
+        ) from None
+    return "postgresql" if scheme == "postgres" else scheme
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -175,10 +192,12 @@ def sqlite_path(url: str) -> Path | None:
 
 @attrs.frozen
 class Location:
-    """Where a URL points: the URL itself, its scheme, and its SQLite file if it has one."""
+    """Where a URL points: the URL, its scheme, its backend, and its SQLite file if it has one."""
 
     url: str
     scheme: str
+    kind: str
+    """The name the backend of the scheme is registered under."""
     path: Path | None = None
 
 
@@ -201,7 +220,7 @@ def locate(url: str | None, *, create: bool = False) -> Location:
             )
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)
-    return Location(target, scheme, path)
+    return Location(target, scheme, registry.backend_for_scheme(scheme).name, path)
 
 
 def open_store(
@@ -217,30 +236,25 @@ def open_store(
     written to (the default file before its first use, a database without a schema) is
     left as it is and opened :attr:`~Store.empty`. A schema older or newer than the code is
     refused with the command that upgrades it, whatever the access. ``statement_timeout`` is
-    the SQL backend's (``None``: its default).
+    the SQL backend's (``None``: its default). The backend's registered opener opens it.
     """
     where = locate(url, create=access is Access.CREATE)
-    if where.scheme == "memory":
-        return Store(where.url, InMemoryBackend(embedder=embedder), "memory")
-    api = sql_api()
-    # The revision is read without writing (a missing file has none), so a store that was
-    # never written to is not touched, not even by a connection's settings.
-    if access is not Access.CREATE and api.revision(where.url) is None:
-        return _empty(where, embedder)
-    backend = api.backend(
-        where.url,
+    options = registry.OpenOptions(
         embedder=embedder,
         create=access is Access.CREATE,
         read_only=access is Access.READ,
         statement_timeout=statement_timeout,
     )
-    return Store(where.url, backend, where.scheme, where.path)
+    backend = registry.get_backend(where.kind).open(where.url, options)
+    if backend is None:
+        return _empty(where, embedder)
+    return Store(where.url, backend, where.scheme, where.kind, where.path)
 
 
 def _empty(where: Location, embedder: Embedder | None) -> Store:
     """A store nothing was written to: read through an empty stand-in, never touched."""
     backend = InMemoryBackend(embedder=embedder)
-    return Store(where.url, backend, where.scheme, where.path, empty=True)
+    return Store(where.url, backend, where.scheme, where.kind, where.path, empty=True)
 
 
 def make_embedder(name: str) -> Embedder:

@@ -3,7 +3,9 @@
 Besides the backends the top-level package re-exports, this is where a custom backend finds
 its parts: :class:`BaseBackend` to subclass, the :class:`Written` and :class:`SearchHit`
 values its primitives and searches return, and the journal it keeps
-(:class:`AuditStore`, :class:`InMemoryAuditStore`). The conformance suite that checks it is
+(:class:`AuditStore`, :class:`InMemoryAuditStore`), and the registry it joins
+(:func:`register_backend`) so the CLI opens it by URL and the cost benchmark measures it.
+The conformance suite that checks it is
 :class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` loads on first use,
 so importing this package leaves SQLAlchemy unloaded.
 
@@ -27,6 +29,14 @@ from agent_engine.memory.backend import (
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.faiss import set_default_store as _set_default_store
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.memory.registry import (
+    Backend,
+    Configuration,
+    OpenOptions,
+    backends,
+    get_backend,
+    register_backend,
+)
 
 _set_default_store(InMemoryBackend)
 
@@ -39,13 +49,19 @@ else:
 
 __all__ = [
     "AuditStore",
+    "Backend",
     "BaseBackend",
+    "Configuration",
     "FaissBackend",
     "InMemoryAuditStore",
     "InMemoryBackend",
     "MemoryBackend",
+    "OpenOptions",
     "SQLAlchemyBackend",
     "ScopeVersions",
     "SearchHit",
     "Written",
+    "backends",
+    "get_backend",
+    "register_backend",
 ]

@@ -79,7 +79,14 @@ from agent_engine.memory.backend import (
 from agent_engine.models import ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalScope
 
-__all__ = ["FaissBackend", "StoreFactory", "set_default_store"]
+__all__ = [
+    "FaissBackend",
+    "StoreFactory",
+    "flat_in_memory",
+    "flat_over_sqlite",
+    "hnsw_in_memory",
+    "set_default_store",
+]
 
 IndexKind = Literal["flat", "hnsw"]
 _MASK64 = (1 << 64) - 1
@@ -553,6 +560,32 @@ class _HnswRanking(_Ranking):
         )
         self._given.update(item_id for item_id, _ in batch)
         return batch
+
+
+# ----------------------------------------------------------------------- configurations
+# The named configurations agent_engine.memory.registry lists (the benchmark's choices).
+
+
+def flat_in_memory(work: Path, embedder: Embedder) -> FaissBackend:
+    """``faiss``: an exact index saved in ``work``, over an in-memory record store."""
+    return FaissBackend(embedder=embedder, index_path=work / "vectors.faiss")
+
+
+def hnsw_in_memory(work: Path, embedder: Embedder) -> FaissBackend:
+    """``faiss-hnsw``: an HNSW graph (default tuning) saved in ``work``, records in memory."""
+    return FaissBackend(embedder=embedder, index="hnsw", index_path=work / "vectors.faiss")
+
+
+def flat_over_sqlite(work: Path, embedder: Embedder) -> FaissBackend:
+    """``faiss-sqlite``: an exact index over a SQLite record store, the persistent pairing.
+
+    The record store is the registry's ``sqlite`` configuration, so this module never
+    imports the SQL backend.
+    """
+    from agent_engine.memory.registry import configuration  # noqa: PLC0415 - see above
+
+    records = configuration("sqlite").build(work, embedder)
+    return FaissBackend(records, embedder=embedder, index_path=work / "vectors.faiss")
 
 
 # ----------------------------------------------------------------------------- helpers

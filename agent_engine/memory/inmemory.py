@@ -16,12 +16,14 @@ import heapq
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from agent_engine.embeddings import Embedder, EmbedderIdentity, normalize_rows
-from agent_engine.errors import DuplicateItemError, ItemNotFoundError
+from agent_engine.errors import BackendUnavailableError, DuplicateItemError, ItemNotFoundError
 from agent_engine.filters import Filter, Op, Order
 from agent_engine.memory.audit import InMemoryAuditStore
 from agent_engine.memory.backend import (
@@ -34,7 +36,10 @@ from agent_engine.memory.backend import (
 )
 from agent_engine.models import ContextItem, Vector
 
-__all__ = ["InMemoryBackend"]
+if TYPE_CHECKING:
+    from agent_engine.memory.registry import OpenOptions
+
+__all__ = ["InMemoryBackend", "empty", "open_url"]
 
 
 class InMemoryBackend(BaseBackend):
@@ -233,6 +238,18 @@ class InMemoryBackend(BaseBackend):
                 query, k, lambda item_id: where.matches(self._items[item_id]), _namespace(where)
             )
             return [SearchHit(self._items[i], s) for i, s in zip(ids, scores, strict=True)]
+
+
+def open_url(url: str, options: OpenOptions) -> InMemoryBackend:
+    """``memory://``: a new, empty store in this process (registry opener)."""
+    if url.rstrip("/").lower() != "memory:":
+        raise BackendUnavailableError(f"unsupported in-memory URL {url!r}; expected memory://")
+    return InMemoryBackend(embedder=options.embedder)
+
+
+def empty(work: Path, embedder: Embedder) -> InMemoryBackend:  # noqa: ARG001 - a Factory
+    """The ``memory`` configuration: an empty store (it writes nothing to ``work``)."""
+    return InMemoryBackend(embedder=embedder)
 
 
 def _namespace(where: Filter) -> str | None:

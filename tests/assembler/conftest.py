@@ -1,7 +1,7 @@
 """Assembler tests run on every backend: they reuse the tier tests' `backend` and `clock`.
 
-New backends are added to ``BACKENDS`` in ``tests/tiers/conftest.py``; the assembler tests
-pick them up from there.
+The kinds of backend are ``BACKEND_KINDS`` in ``tests/conftest.py``; the assembler tests pick
+up a backend added there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The conformance suite against the FAISS backend, in each of its configurations.
+"""The conformance suite against the FAISS backend's configurations beyond its test kinds.
 
-Each configuration is a factory ``(embedder, tmp_path) -> FaissBackend``; a record store with
-its own storage (a database file, a server) joins the list as one more factory.
+FAISS over an in-memory store and over an SQLite file run in ``test_backends.py`` with every
+other kind of backend. Each configuration here is a factory ``(embedder, tmp_path) ->
+FaissBackend``.
 """
 
 from __future__ import annotations
@@ -9,13 +10,7 @@ from __future__ import annotations
 import pytest
 
 from agent_engine.memory.faiss import FaissBackend
-from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.testing.conformance import BackendConformance
-
-
-def _flat(embedder, tmp_path):
-    return FaissBackend(InMemoryBackend(embedder=embedder), embedder=embedder)
 
 
 def _hnsw(embedder, tmp_path):
@@ -27,19 +22,9 @@ def _flat_with_file(embedder, tmp_path):
     return FaissBackend(embedder=embedder, index_path=tmp_path / "vectors.faiss")
 
 
-def _flat_over_sqlite(embedder, tmp_path):
-    # The persistent pairing: vectors in a FAISS file, records in an SQLite file.
-    store = SQLAlchemyBackend(
-        f"sqlite:///{tmp_path / 'records.db'}", embedder=embedder, upgrade=True
-    )
-    return FaissBackend(store, embedder=embedder, index_path=tmp_path / "vectors.faiss")
-
-
 CONFIGURATIONS = {
-    "flat-inmemory": _flat,
     "hnsw-inmemory": _hnsw,
     "flat-index-file": _flat_with_file,
-    "flat-over-sqlite": _flat_over_sqlite,
 }
 
 

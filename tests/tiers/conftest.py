@@ -1,41 +1,21 @@
-"""Tier tests run on every backend: the `backend` fixture is parametrized over them."""
+"""Tier tests run on every backend: the `backend` fixture opens each kind in turn.
+
+The kinds are ``BACKEND_KINDS`` in ``tests/conftest.py``: a backend added there runs here too.
+"""
 
 from __future__ import annotations
 
-import shutil
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from agent_engine.embeddings import HashingEmbedder
-from agent_engine.memory.faiss import FaissBackend
-from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.memory.sql import SQLAlchemyBackend
-from agent_engine.testing.databases import sql_delete_all
-
-BACKENDS = ["memory", "faiss", "sqlite", "postgresql"]
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path):
+@pytest.fixture
+def backend(backend_kind, open_backend):
     """One empty backend of each kind, shared by all the stores of a test."""
-    embedder = HashingEmbedder(dim=64)
-    if request.param == "memory":
-        with InMemoryBackend(embedder=embedder) as backend:
-            yield backend
-    elif request.param == "faiss":
-        with FaissBackend(embedder=embedder) as backend:
-            yield backend
-    elif request.param == "sqlite":
-        path = tmp_path / "memory.db"
-        shutil.copy(request.getfixturevalue("sqlite_template"), path)
-        with SQLAlchemyBackend(f"sqlite:///{path}", embedder=embedder) as backend:
-            yield backend
-    else:
-        url = request.getfixturevalue("postgres_url")
-        sql_delete_all(url)
-        with SQLAlchemyBackend(url, embedder=embedder) as backend:
-            yield backend
+    return open_backend(backend_kind, HashingEmbedder(dim=64))
 
 
 class Clock:

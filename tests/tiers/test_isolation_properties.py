@@ -16,9 +16,7 @@ store's scope filter, the backend's lexical index scope, the assembler's store c
 
 from __future__ import annotations
 
-import itertools
 import re
-import shutil
 import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,15 +40,9 @@ from agent_engine import (
 from agent_engine.assembler.package import ContextPackage
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory import SearchHit
-from agent_engine.memory.faiss import FaissBackend
-from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.memory.sql import SQLAlchemyBackend
-from agent_engine.testing.databases import sql_delete_all
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.scope import project_namespace, task_namespace
 from agent_engine.tiers.task import TaskMemoryStore
-
-KINDS = ["memory", "faiss-sqlite", "sqlite", "postgresql"]
 
 # Pairs of names built to collide with each other in some way a naive scheme would join.
 NAMES = [
@@ -96,39 +88,19 @@ class _Clock:
         return self.now
 
 
-@pytest.fixture(params=KINDS)
-def make_backend(request, tmp_path):
+@pytest.fixture
+def make_backend(backend_kind, open_backend):
     """A factory of empty backends of one kind: each world of an example gets a fresh one.
 
-    The migrated SQLite file and the PostgreSQL schema are the run's shared fixtures
-    (tests/conftest.py); a PostgreSQL backend is emptied when the next is made, so the worlds
-    run one after another.
+    Every kind of ``tests/conftest.py`` runs; the one made before is closed first, so a
+    PostgreSQL schema (emptied when a backend is opened) serves the worlds one after another.
     """
-    counter = itertools.count()
-    opened: list[Any] = []
 
     def make():
-        for backend in opened:
-            backend.close()
-        embedder = HashingEmbedder(dim=32)
-        if request.param == "memory":
-            backend = InMemoryBackend(embedder=embedder)
-        elif request.param == "postgresql":
-            url = request.getfixturevalue("postgres_url")
-            sql_delete_all(url)
-            backend = SQLAlchemyBackend(url, embedder=embedder)
-        else:
-            path = tmp_path / f"store-{next(counter)}.db"
-            shutil.copy(request.getfixturevalue("sqlite_template"), path)
-            backend = SQLAlchemyBackend(f"sqlite:///{path}", embedder=embedder)
-            if request.param == "faiss-sqlite":
-                backend = FaissBackend(backend, embedder=embedder)
-        opened[:] = [backend]
-        return backend
+        open_backend.close()
+        return open_backend(backend_kind, HashingEmbedder(dim=32))
 
-    yield make
-    for backend in opened:
-        backend.close()
+    return make
 
 
 # ----------------------------------------------------------------------------- operations
