@@ -15,7 +15,6 @@ its own transaction, which lexical indexes compare on every use.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -37,7 +36,7 @@ from agent_engine.errors import (
     ReembedRequiredError,
 )
 from agent_engine.filters import Filter, Order
-from agent_engine.memory.audit import AuditStore, redact_value
+from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
     BaseBackend,
@@ -48,7 +47,7 @@ from agent_engine.memory.backend import (
     check_vectors,
     mixed_sizes,
 )
-from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, where_text_names
+from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     SNAPSHOT_FREE,
@@ -72,7 +71,14 @@ from agent_engine.memory.sql._meta import (
     write_reembedding,
 )
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
-from agent_engine.memory.sql._rows import encode_time, encode_vector, item_row, row_item, tag_rows
+from agent_engine.memory.sql._rows import (
+    encode_json,
+    encode_time,
+    encode_vector,
+    item_row,
+    row_item,
+    tag_rows,
+)
 from agent_engine.memory.sql._schema import audit_events, item_tags, items
 from agent_engine.models import MAX_COUNT, ContextItem, Tier
 
@@ -82,8 +88,6 @@ T = TypeVar("T")
 
 _ID_CHUNK = 5000
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
-_REDACT_CHUNK = 100
-"""Erased ids looked for per ``LIKE`` scan of the provenance column."""
 
 
 class SQLAlchemyBackend(BaseBackend):
@@ -477,7 +481,7 @@ class SQLAlchemyBackend(BaseBackend):
 
         def work(connection: sa.Connection) -> Written:
             removed = self._remove_in(connection, item_ids)
-            _redact_provenance_rows(connection, tokens)
+            redact_json(connection, [items.c.provenance], tokens, encode_json)
             redact_events(connection, tokens)
             return removed
 
@@ -581,23 +585,6 @@ def _fetch_all(query: sa.Select[Any]) -> Callable[[sa.Connection], list[Any]]:
 def _chunks(values: list[str]) -> Iterator[list[str]]:
     for start in range(0, len(values), _ID_CHUNK):
         yield values[start : start + _ID_CHUNK]
-
-
-def _redact_provenance_rows(connection: sa.Connection, tokens: dict[str, str]) -> None:
-    """Replace erased ids in the provenance of the items promoted from them."""
-    ids = list(tokens)
-    for start in range(0, len(ids), _REDACT_CHUNK):
-        condition = where_text_names([items.c.provenance], ids[start : start + _REDACT_CHUNK])
-        rows = connection.execute(sa.select(items.c.id, items.c.provenance).where(condition))
-        for row in rows.all():
-            before = json.loads(row.provenance)
-            after = redact_value(before, tokens)
-            if after != before:
-                connection.execute(
-                    items.update()
-                    .where(items.c.id == row.id)
-                    .values(provenance=json.dumps(after, ensure_ascii=False, separators=(",", ":")))
-                )
 
 
 def _reembed_message(meta: StoreMeta) -> str:
