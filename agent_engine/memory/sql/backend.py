@@ -43,6 +43,7 @@ from agent_engine.memory.backend import (
     Capabilities,
     ScopeVersions,
     Written,
+    binding_identity,
     check_identity,
     check_vectors,
     mixed_sizes,
@@ -170,12 +171,12 @@ class SQLAlchemyBackend(BaseBackend):
                 if not (upgrade and getattr(error, "current", None) is not None):
                     raise
                 self._migrate()
-        meta = self._read(read_meta)
+        meta, bound = self._read(self._bound_meta)
         if meta.reembedding is not None:
             # Opening stays possible (reembed() needs it); vector search and writes refuse.
             self._log.warning("store awaits a re-embedding", detail=_reembed_message(meta))
             return
-        self._foreign_store(meta)
+        check_identity(bound, self._identity())
 
     def _migrate(self) -> None:
         upgrade(self._engine, url=self.url)
@@ -183,38 +184,51 @@ class SQLAlchemyBackend(BaseBackend):
 
     # ------------------------------------------------------------------ embedder identity
 
-    def _foreign_store(self, meta: StoreMeta) -> bool:
-        """Refuse a store whose vectors another embedder made; ``True``: it holds none.
+    def _bound(
+        self, connection: sa.Connection, recorded: EmbedderIdentity | None, sizes: list[int]
+    ) -> EmbedderIdentity | None:
+        """The recorded identity if it binds (:func:`binding_identity`), read in ``connection``.
 
-        A recorded identity that differs from this backend's binds only while the store
-        holds vectors: one whose vectors were all deleted takes the new embedder.
+        Whether the store holds vectors is asked only when the recorded identity disagrees
+        with this backend's or with one of ``sizes`` (of the vectors about to be written).
         """
         own = self._identity()
-        if meta.identity is None or own is None or meta.identity.matches(own):
-            return False
-        if self._read(holds_vectors):
-            check_identity(meta.identity, own)
-        return True
+
+        def fits(identity: EmbedderIdentity) -> bool:
+            agrees = own is None or identity.matches(own)
+            return agrees and all(size == identity.dim for size in sizes)
+
+        return binding_identity(recorded, lambda: holds_vectors(connection), fits)
+
+    def _bound_meta(self, connection: sa.Connection) -> tuple[StoreMeta, EmbedderIdentity | None]:
+        """The store's meta, and its identity if it binds this backend: one transaction's reads.
+
+        A store being re-embedded binds to nothing yet: its users refuse it.
+        """
+        meta = read_meta(connection)
+        if meta.reembedding is not None:
+            return meta, None
+        return meta, self._bound(connection, meta.identity, [])
 
     def _stored_identity(self) -> EmbedderIdentity | None:
         def work(connection: sa.Connection) -> EmbedderIdentity | None:
-            identity = read_meta(connection).identity
-            return identity if identity is not None and holds_vectors(connection) else None
+            recorded = read_meta(connection).identity
+            return binding_identity(recorded, lambda: holds_vectors(connection))
 
         return self._read(work)
 
     def _search_identity(self) -> EmbedderIdentity | None:
-        """The store's identity, read in the database on every search.
+        """The store's identity, read in the database on every search (in one transaction).
 
         Another process may have re-embedded the store since it was opened; a store being
         re-embedded is refused.
         """
-        meta = self._read(read_meta)
+        meta, bound = self._read(self._bound_meta)
         if meta.reembedding is not None:
             raise _reembed_required(meta)
-        if self._foreign_store(meta):
-            return self._identity()
-        return meta.identity if meta.identity is not None else self._identity()
+        own = self._identity()
+        check_identity(bound, own)
+        return bound if bound is not None else own
 
     def _guard_vectors(self, connection: sa.Connection, batch: list[ContextItem]) -> None:
         """Check a write's vectors against the store's identity; record it with the first.
@@ -228,15 +242,8 @@ class SQLAlchemyBackend(BaseBackend):
         if meta.reembedding is not None:
             raise _reembed_required(meta)
         own = self._identity()
-        expected = meta.identity
-        if expected is not None and (
-            (own is not None and not expected.matches(own))
-            or any(size != expected.dim for size in sizes)
-        ):
-            if holds_vectors(connection):
-                check_identity(expected, own)
-                check_vectors(batch, expected)
-            expected = None  # no vector left to compare with: the store takes the new one
+        expected = self._bound(connection, meta.identity, sizes)
+        check_identity(expected, own)
         check_vectors(batch, expected if expected is not None else own)
         new = own if own is not None else EmbedderIdentity(None, sizes[0])
         if expected is None or (expected.name is None and new.name is not None):
