@@ -140,18 +140,21 @@ _BY_NAME: dict[str, _Rule] = {
 """The fields whose column or codec their type does not decide."""
 
 
+_BY_TYPE: dict[object, _Rule] = {
+    str: _Rule(text_type(255)),  # a label: a kind, a namespace, a source, a session
+    int: _Rule(sa.Integer()),
+    float: _Rule(sa.Float(), decode=float),
+    datetime: _Rule(sa.BigInteger(), encode_time, decode_time),
+}
+"""The rule of every other field, by its type (enums aside: see :func:`_by_type`)."""
+
+
 def _by_type(kind: object) -> _Rule | None:
-    """The rule of a field of type ``kind``: labels, counts, numbers, times and enums."""
+    """The rule of a field of type ``kind``: an enum is stored by value."""
     if isinstance(kind, type) and issubclass(kind, enum.StrEnum):
         members: dict[str, enum.StrEnum] = {member.value: member for member in kind}
         return _Rule(text_type(16), operator.attrgetter("value"), members.__getitem__)
-    rules: dict[object, _Rule] = {
-        str: _Rule(text_type(255)),
-        int: _Rule(sa.Integer()),
-        float: _Rule(sa.Float(), decode=float),
-        datetime: _Rule(sa.BigInteger(), encode_time, decode_time),
-    }
-    return rules.get(kind)
+    return _BY_TYPE.get(kind)
 
 
 @attrs.frozen
