@@ -71,6 +71,7 @@ __all__ = [
     "ScopeVersions",
     "SearchHit",
     "Written",
+    "binding_identity",
     "check_identity",
     "check_vectors",
     "item_batch",
@@ -873,6 +874,25 @@ class _LexicalCache:
 def _in_key(key: _ScopeKey, scope: tuple[str, Tier]) -> bool:
     namespace, tier = key
     return (namespace is None or namespace == scope[0]) and (tier is None or tier is scope[1])
+
+
+def binding_identity(
+    recorded: EmbedderIdentity | None,
+    holds_vectors: Callable[[], bool],
+    fits: Callable[[EmbedderIdentity], bool] | None = None,
+) -> EmbedderIdentity | None:
+    """A store's recorded identity while it binds: only while the store holds vectors.
+
+    A store whose vectors were all deleted keeps its record but takes any embedder, and its
+    next vector records the new one. ``holds_vectors`` asks the store (a read), so it is
+    asked only when the answer matters: not when ``fits`` finds the recorded identity
+    agreeing with what the caller brings, as it is kept either way then.
+    """
+    if recorded is None:
+        return None
+    if (fits is not None and fits(recorded)) or holds_vectors():
+        return recorded
+    return None
 
 
 def check_identity(stored: EmbedderIdentity | None, given: EmbedderIdentity | None) -> None:

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+import sqlalchemy as sa
 
 from agent_engine.embeddings import EmbedderIdentity, HashingEmbedder
 from agent_engine.errors import (
@@ -202,3 +203,28 @@ class TestReembed:
         with SQLAlchemyBackend(sql_url, embedder=NEW) as backend:
             for n in (0, 9, 10, 19):
                 assert backend.search(TEXTS[n], k=1)[0].item.id == f"m{n:02d}"
+
+
+class TestIdentityReads:
+    def test_search_reads_the_identity_in_one_transaction(self, sql_url):
+        """A recorded identity checked against the store's vectors is read in one transaction."""
+        _fill(sql_url)
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.clear()
+        with SQLAlchemyBackend(sql_url, embedder=NEW) as backend:
+            transactions: list[list[str]] = []
+
+            def statement(_conn, _cursor, text, *_):
+                if transactions:  # not a connection's setup, run before any transaction
+                    transactions[-1].append(text)
+
+            sa.event.listen(backend.engine, "begin", lambda _conn: transactions.append([]))
+            sa.event.listen(backend.engine, "before_cursor_execute", statement)
+            assert backend.search("anything", k=1) == []
+            reads = [
+                statements
+                for statements in transactions
+                if any("ae_store_meta" in statement for statement in statements)
+            ]
+            (identity_reads,) = reads
+            assert any("embedding IS NOT NULL" in statement for statement in identity_reads)

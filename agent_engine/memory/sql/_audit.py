@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 
@@ -20,11 +20,11 @@ from agent_engine.memory.sql._rows import decode_time, encode_time
 from agent_engine.memory.sql._schema import audit_events
 from agent_engine.models import AuditAction, AuditEvent
 
-__all__ = ["Runner", "SQLAuditStore", "redact_events", "where_text_names"]
+__all__ = ["Runner", "SQLAuditStore", "redact_events", "redact_json", "where_text_names"]
 
 T = TypeVar("T")
 _REDACT_CHUNK = 100
-"""Ids looked for per statement (each adds two ``LIKE`` conditions)."""
+"""Ids looked for per query (each adds a ``LIKE`` condition per column)."""
 
 
 class Runner(Protocol):
@@ -160,29 +160,58 @@ def where_text_names(
 
 def redact_events(connection: sa.Connection, tokens: Mapping[str, str]) -> int:
     """Redact the journal in ``connection``'s transaction; return how many events changed."""
-    changed = 0
+    columns = (audit_events.c.item_ids, audit_events.c.detail)
+    return redact_json(connection, columns, tokens, _dumps_event)
+
+
+def _dumps_event(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def redact_json(
+    connection: sa.Connection,
+    columns: Sequence[sa.Column[Any]],
+    tokens: Mapping[str, str],
+    dumps: Callable[[Any], str],
+) -> int:
+    """Replace each id of ``tokens`` in the JSON text ``columns`` of one table; count the rows.
+
+    The rows that may name an id are found with ``LIKE`` (a hundred ids per query),
+    decoded and redacted here (:func:`~agent_engine.memory.audit.redact_value`),
+    and written back, re-encoded with ``dumps``, by one ``UPDATE`` run over all of them.
+    Runs in ``connection``'s transaction.
+    """
+    table = columns[0].table
+    (key,) = table.primary_key.columns
     ids = list(tokens)
+    changed: dict[Any, dict[str, Any]] = {}
     for start in range(0, len(ids), _REDACT_CHUNK):
-        condition = where_text_names(
-            (audit_events.c.item_ids, audit_events.c.detail), ids[start : start + _REDACT_CHUNK]
+        condition = where_text_names(columns, ids[start : start + _REDACT_CHUNK])
+        for found, *texts in connection.execute(sa.select(key, *columns).where(condition)):
+            if found in changed:
+                continue  # found for an id of an earlier chunk, and redacted for all of them
+            redacted = [_redacted(text, tokens, dumps) for text in texts]
+            if any(new is not None for new in redacted):
+                changed[found] = {"old_key": found} | {
+                    f"new_{column.name}": text if new is None else new
+                    for column, text, new in zip(columns, texts, redacted, strict=True)
+                }
+    if changed:
+        statement = (
+            table.update()
+            .where(key == sa.bindparam("old_key"))
+            .values({column.name: sa.bindparam(f"new_{column.name}") for column in columns})
         )
-        rows = connection.execute(
-            sa.select(audit_events.c.id, audit_events.c.item_ids, audit_events.c.detail).where(
-                condition
-            )
-        ).all()
-        for row in rows:
-            old_ids, old_detail = json.loads(row.item_ids), json.loads(row.detail)
-            item_ids, detail = redact_value(old_ids, tokens), redact_value(old_detail, tokens)
-            if item_ids == old_ids and detail == old_detail:
-                continue
-            connection.execute(
-                audit_events.update()
-                .where(audit_events.c.id == row.id)
-                .values(
-                    item_ids=json.dumps(item_ids, ensure_ascii=False),
-                    detail=json.dumps(detail, ensure_ascii=False),
-                )
-            )
-            changed += 1
-    return changed
+        connection.execute(statement, list(changed.values()))
+    return len(changed)
+
+
+def _redacted(
+    text: str | None, tokens: Mapping[str, str], dumps: Callable[[Any], str]
+) -> str | None:
+    """The JSON ``text`` with the ids of ``tokens`` replaced; ``None`` when it names none."""
+    if text is None:
+        return None
+    before = json.loads(text)
+    after = redact_value(before, tokens)
+    return None if after == before else dumps(after)

@@ -120,27 +120,38 @@ def holds_vectors(connection: sa.Connection) -> bool:
     return connection.execute(query).first() is not None
 
 
+_BUMP_CHUNK = 300
+"""Scopes per upsert: three parameters each, under SQLite's oldest limit of 999."""
+
+
 def bump_versions(
     connection: sa.Connection, scopes: Iterable[tuple[str, str]]
 ) -> dict[tuple[str, Tier], int]:
     """Add one to the counter of each ``(namespace, tier)`` scope; return the new values.
 
-    Scopes are taken in sorted order, so two writers bumping the same scopes lock their rows
-    in the same order and cannot deadlock.
+    One multi-row upsert (per few hundred scopes), whatever the number of scopes a write
+    touched. Its rows are listed in sorted order, so two writers bumping the same scopes
+    lock them in the same order and cannot deadlock.
     """
+    ordered = sorted(set(scopes))
     versions: dict[tuple[str, Tier], int] = {}
     insert = _upsert(connection)
-    for namespace, tier in sorted(set(scopes)):
+    for start in range(0, len(ordered), _BUMP_CHUNK):
+        rows = [
+            {"namespace": namespace, "tier": tier, "version": 1}
+            for namespace, tier in ordered[start : start + _BUMP_CHUNK]
+        ]
         statement = (
             insert(scope_versions)
-            .values(namespace=namespace, tier=tier, version=1)
+            .values(rows)
             .on_conflict_do_update(
                 index_elements=[scope_versions.c.namespace, scope_versions.c.tier],
                 set_={"version": scope_versions.c.version + 1},
             )
-            .returning(scope_versions.c.version)
+            .returning(scope_versions.c.namespace, scope_versions.c.tier, scope_versions.c.version)
         )
-        versions[namespace, Tier(tier)] = int(connection.execute(statement).scalar_one())
+        for row in connection.execute(statement):
+            versions[row.namespace, Tier(row.tier)] = int(row.version)
     return versions
 
 

@@ -7,6 +7,8 @@ SQLite's default), as Python does, so ordering by a text field gives the in-memo
 order. Times are integer microseconds since the Unix epoch (UTC): exact, index-friendly and
 compared the same way on every dialect. Tags are stored twice: as a JSON list on the item (its
 order is part of the item) and one row per tag in ``ae_item_tags``, which the tag filters use.
+``ae_items`` has a column per :class:`~agent_engine.models.ContextItem` field, in field order;
+:mod:`._rows` derives the columns from the fields, with the conversion of each.
 
 ``ae_store_meta`` holds facts about the store as a whole, as JSON values by key: which
 embedder made its vectors, and a re-embedding under way. ``ae_scope_versions`` holds one
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from agent_engine.memory.sql._rows import item_columns, text_type
 from agent_engine.models import MAX_ITEM_ID_LENGTH
 
 __all__ = ["audit_events", "item_tags", "items", "metadata", "scope_versions", "store_meta"]
@@ -33,39 +36,7 @@ NAMING_CONVENTION = {
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
-
-def _text(length: int | None = None) -> sa.types.TypeEngine[str]:
-    """A text column that sorts by code point on every dialect."""
-    base: sa.types.TypeEngine[str] = sa.String(length) if length else sa.Text()
-    exact: sa.types.TypeEngine[str] = (
-        sa.String(length, collation="C") if length else sa.Text(collation="C")
-    )
-    return base.with_variant(exact, "postgresql")
-
-
-items = sa.Table(
-    "ae_items",
-    metadata,
-    sa.Column("id", _text(MAX_ITEM_ID_LENGTH), primary_key=True),
-    sa.Column("kind", _text(255), nullable=False),
-    sa.Column("text", sa.Text(), nullable=False),
-    sa.Column("tier", _text(16), nullable=False),
-    sa.Column("namespace", _text(255), nullable=False),
-    sa.Column("source", _text(255), nullable=False),
-    sa.Column("session", _text(255), nullable=False),
-    sa.Column("timestamp", sa.BigInteger(), nullable=False),
-    sa.Column("tags", sa.Text(), nullable=False),
-    sa.Column("importance", sa.Float(), nullable=False),
-    sa.Column("token_cost", sa.Integer(), nullable=True),
-    sa.Column("payload", sa.Text(), nullable=False),
-    sa.Column("embedding", sa.LargeBinary(), nullable=True),
-    sa.Column("status", _text(16), nullable=False),
-    sa.Column("access_count", sa.Integer(), nullable=False),
-    sa.Column("last_accessed_at", sa.BigInteger(), nullable=True),
-    sa.Column("expires_at", sa.BigInteger(), nullable=True),
-    sa.Column("provenance", sa.Text(), nullable=True),
-    sa.Column("fingerprint", _text(64), nullable=False),
-)
+items = sa.Table("ae_items", metadata, *item_columns())
 
 # The access paths of tiers and the assembler: a namespace's items by kind and importance,
 # by importance (eviction), by time (the default order), its pinned items (every build asks
@@ -95,21 +66,21 @@ item_tags = sa.Table(
     metadata,
     sa.Column(
         "item_id",
-        _text(MAX_ITEM_ID_LENGTH),
+        text_type(MAX_ITEM_ID_LENGTH),
         sa.ForeignKey("ae_items.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    sa.Column("tag", _text(255), primary_key=True),
+    sa.Column("tag", text_type(255), primary_key=True),
 )
 sa.Index("ix_ae_item_tags_tag", item_tags.c.tag, item_tags.c.item_id)
 
 audit_events = sa.Table(
     "ae_audit_events",
     metadata,
-    sa.Column("id", _text(255), primary_key=True),
-    sa.Column("action", _text(32), nullable=False),
-    sa.Column("tier", _text(16), nullable=False),
-    sa.Column("namespace", _text(255), nullable=False),
+    sa.Column("id", text_type(255), primary_key=True),
+    sa.Column("action", text_type(32), nullable=False),
+    sa.Column("tier", text_type(16), nullable=False),
+    sa.Column("namespace", text_type(255), nullable=False),
     sa.Column("item_ids", sa.Text(), nullable=False),
     sa.Column("detail", sa.Text(), nullable=False),
     sa.Column("at", sa.BigInteger(), nullable=False),
@@ -125,14 +96,14 @@ sa.Index(
 store_meta = sa.Table(
     "ae_store_meta",
     metadata,
-    sa.Column("key", _text(64), primary_key=True),
+    sa.Column("key", text_type(64), primary_key=True),
     sa.Column("value", sa.Text(), nullable=False),
 )
 
 scope_versions = sa.Table(
     "ae_scope_versions",
     metadata,
-    sa.Column("namespace", _text(255), primary_key=True),
-    sa.Column("tier", _text(16), primary_key=True),
+    sa.Column("namespace", text_type(255), primary_key=True),
+    sa.Column("tier", text_type(16), primary_key=True),
     sa.Column("version", sa.BigInteger(), nullable=False),
 )

@@ -15,7 +15,6 @@ its own transaction, which lexical indexes compare on every use.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -37,17 +36,18 @@ from agent_engine.errors import (
     ReembedRequiredError,
 )
 from agent_engine.filters import Filter, Order
-from agent_engine.memory.audit import AuditStore, redact_value
+from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
     BaseBackend,
     ScopeVersions,
     Written,
+    binding_identity,
     check_identity,
     check_vectors,
     mixed_sizes,
 )
-from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, where_text_names
+from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     SNAPSHOT_FREE,
@@ -71,7 +71,14 @@ from agent_engine.memory.sql._meta import (
     write_reembedding,
 )
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
-from agent_engine.memory.sql._rows import encode_time, encode_vector, item_row, row_item, tag_rows
+from agent_engine.memory.sql._rows import (
+    encode_json,
+    encode_time,
+    encode_vector,
+    item_row,
+    row_item,
+    tag_rows,
+)
 from agent_engine.memory.sql._schema import audit_events, item_tags, items
 from agent_engine.models import MAX_COUNT, ContextItem, Tier
 
@@ -81,8 +88,6 @@ T = TypeVar("T")
 
 _ID_CHUNK = 5000
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
-_REDACT_CHUNK = 100
-"""Erased ids looked for per ``LIKE`` scan of the provenance column."""
 
 
 class SQLAlchemyBackend(BaseBackend):
@@ -163,12 +168,12 @@ class SQLAlchemyBackend(BaseBackend):
                 if not (upgrade and getattr(error, "current", None) is not None):
                     raise
                 self._migrate()
-        meta = self._read(read_meta)
+        meta, bound = self._read(self._bound_meta)
         if meta.reembedding is not None:
             # Opening stays possible (reembed() needs it); vector search and writes refuse.
             self._log.warning("store awaits a re-embedding", detail=_reembed_message(meta))
             return
-        self._foreign_store(meta)
+        check_identity(bound, self._identity())
 
     def _migrate(self) -> None:
         upgrade(self._engine, url=self.url)
@@ -176,38 +181,51 @@ class SQLAlchemyBackend(BaseBackend):
 
     # ------------------------------------------------------------------ embedder identity
 
-    def _foreign_store(self, meta: StoreMeta) -> bool:
-        """Refuse a store whose vectors another embedder made; ``True``: it holds none.
+    def _bound(
+        self, connection: sa.Connection, recorded: EmbedderIdentity | None, sizes: list[int]
+    ) -> EmbedderIdentity | None:
+        """The recorded identity if it binds (:func:`binding_identity`), read in ``connection``.
 
-        A recorded identity that differs from this backend's binds only while the store
-        holds vectors: one whose vectors were all deleted takes the new embedder.
+        Whether the store holds vectors is asked only when the recorded identity disagrees
+        with this backend's or with one of ``sizes`` (of the vectors about to be written).
         """
         own = self._identity()
-        if meta.identity is None or own is None or meta.identity.matches(own):
-            return False
-        if self._read(holds_vectors):
-            check_identity(meta.identity, own)
-        return True
+
+        def fits(identity: EmbedderIdentity) -> bool:
+            agrees = own is None or identity.matches(own)
+            return agrees and all(size == identity.dim for size in sizes)
+
+        return binding_identity(recorded, lambda: holds_vectors(connection), fits)
+
+    def _bound_meta(self, connection: sa.Connection) -> tuple[StoreMeta, EmbedderIdentity | None]:
+        """The store's meta, and its identity if it binds this backend: one transaction's reads.
+
+        A store being re-embedded binds to nothing yet: its users refuse it.
+        """
+        meta = read_meta(connection)
+        if meta.reembedding is not None:
+            return meta, None
+        return meta, self._bound(connection, meta.identity, [])
 
     def _stored_identity(self) -> EmbedderIdentity | None:
         def work(connection: sa.Connection) -> EmbedderIdentity | None:
-            identity = read_meta(connection).identity
-            return identity if identity is not None and holds_vectors(connection) else None
+            recorded = read_meta(connection).identity
+            return binding_identity(recorded, lambda: holds_vectors(connection))
 
         return self._read(work)
 
     def _search_identity(self) -> EmbedderIdentity | None:
-        """The store's identity, read in the database on every search.
+        """The store's identity, read in the database on every search (in one transaction).
 
         Another process may have re-embedded the store since it was opened; a store being
         re-embedded is refused.
         """
-        meta = self._read(read_meta)
+        meta, bound = self._read(self._bound_meta)
         if meta.reembedding is not None:
             raise _reembed_required(meta)
-        if self._foreign_store(meta):
-            return self._identity()
-        return meta.identity if meta.identity is not None else self._identity()
+        own = self._identity()
+        check_identity(bound, own)
+        return bound if bound is not None else own
 
     def _guard_vectors(self, connection: sa.Connection, batch: list[ContextItem]) -> None:
         """Check a write's vectors against the store's identity; record it with the first.
@@ -221,15 +239,8 @@ class SQLAlchemyBackend(BaseBackend):
         if meta.reembedding is not None:
             raise _reembed_required(meta)
         own = self._identity()
-        expected = meta.identity
-        if expected is not None and (
-            (own is not None and not expected.matches(own))
-            or any(size != expected.dim for size in sizes)
-        ):
-            if holds_vectors(connection):
-                check_identity(expected, own)
-                check_vectors(batch, expected)
-            expected = None  # no vector left to compare with: the store takes the new one
+        expected = self._bound(connection, meta.identity, sizes)
+        check_identity(expected, own)
         check_vectors(batch, expected if expected is not None else own)
         new = own if own is not None else EmbedderIdentity(None, sizes[0])
         if expected is None or (expected.name is None and new.name is not None):
@@ -474,7 +485,7 @@ class SQLAlchemyBackend(BaseBackend):
 
         def work(connection: sa.Connection) -> Written:
             removed = self._remove_in(connection, item_ids)
-            _redact_provenance_rows(connection, tokens)
+            redact_json(connection, [items.c.provenance], tokens, encode_json)
             redact_events(connection, tokens)
             return removed
 
@@ -578,23 +589,6 @@ def _fetch_all(query: sa.Select[Any]) -> Callable[[sa.Connection], list[Any]]:
 def _chunks(values: list[str]) -> Iterator[list[str]]:
     for start in range(0, len(values), _ID_CHUNK):
         yield values[start : start + _ID_CHUNK]
-
-
-def _redact_provenance_rows(connection: sa.Connection, tokens: dict[str, str]) -> None:
-    """Replace erased ids in the provenance of the items promoted from them."""
-    ids = list(tokens)
-    for start in range(0, len(ids), _REDACT_CHUNK):
-        condition = where_text_names([items.c.provenance], ids[start : start + _REDACT_CHUNK])
-        rows = connection.execute(sa.select(items.c.id, items.c.provenance).where(condition))
-        for row in rows.all():
-            before = json.loads(row.provenance)
-            after = redact_value(before, tokens)
-            if after != before:
-                connection.execute(
-                    items.update()
-                    .where(items.c.id == row.id)
-                    .values(provenance=json.dumps(after, ensure_ascii=False, separators=(",", ":")))
-                )
 
 
 def _reembed_message(meta: StoreMeta) -> str:
