@@ -32,6 +32,7 @@ from agent_engine.assembler.policies import (
 )
 from agent_engine.embeddings import Embedder, normalize_rows
 from agent_engine.errors import ValidationError
+from agent_engine.filters import Order
 from agent_engine.memory.backend import SearchHit
 from agent_engine.models import ContextItem, Status, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
@@ -156,7 +157,9 @@ def gather(
         if dense is not None and not dense.done():
             early = _fetch(store, [*lexical_best, *near], known)
         pinned = (
-            store.query({"status": Status.PINNED.value}, limit=None, order_by="importance")
+            store.query(
+                {"status": Status.PINNED.value}, limit=None, order_by=Order.desc("importance")
+            )
             if read_pinned
             else []
         )
@@ -205,7 +208,7 @@ def _listed(store: TierStore, wanted: frozenset[str], limit: int) -> tuple[list[
     """The newest and the most important items, as the policy wants; and whether either was cut."""
     listed: list[str] = []
     cut = False
-    for source, order in ((RECENT, "timestamp"), (IMPORTANT, "importance")):
+    for source, order in ((RECENT, Order.desc("timestamp")), (IMPORTANT, Order.desc("importance"))):
         if source in wanted:
             newest_or_best = store.query(None, limit=limit, order_by=order)
             listed.extend(item.id for item in newest_or_best)

@@ -34,6 +34,7 @@ from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.bench.synthetic import _WORDS, generate
 from agent_engine.embeddings import Embedder, HashingEmbedder, Matrix
+from agent_engine.filters import Order
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -196,7 +197,7 @@ def run_cell(backend_name: str, size: int, queries: int, budget: int) -> dict[st
             # The other project reads a build issues: the BM25-only candidates, pinned items.
             found = {hit.item.id for hit in dense}
             project.get_many(i for i in lexical if i not in found)
-            project.query({"status": "pinned"}, limit=50, order_by="importance")
+            project.query({"status": "pinned"}, limit=50, order_by=Order.desc("importance"))
             reads.append(time.perf_counter() - started)
             started = time.perf_counter()
             assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))

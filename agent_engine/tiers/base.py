@@ -21,9 +21,10 @@ import attrs
 from agent_engine import _validate
 from agent_engine._log import get_logger
 from agent_engine.errors import DuplicateItemError, ItemNotFoundError, ValidationError
-from agent_engine.filters import Filter, FilterInput, parse_filter
+from agent_engine.filters import Filter, FilterInput, OrderInput, parse_filter
 from agent_engine.memory.backend import (
     DEFAULT_LIMIT,
+    DEFAULT_ORDER,
     MemoryBackend,
     Query,
     SearchHit,
@@ -182,7 +183,7 @@ class TierStore:
         self,
         filters: FilterInput = None,
         limit: int | None = DEFAULT_LIMIT,
-        order_by: str = "timestamp",
+        order_by: OrderInput = DEFAULT_ORDER,
     ) -> list[ContextItem]:
         """Query this store's items (the filter language of ``docs/filters.md``)."""
         return self.backend.query(self._scoped(filters), limit, order_by)
@@ -201,7 +202,7 @@ class TierStore:
 
     def timeline(self) -> list[ContextItem]:
         """Every item in the order it happened (timestamp, then the time-ordered id)."""
-        return self.query(None, limit=None, order_by="-timestamp")
+        return self.query(None, limit=None, order_by="+timestamp")
 
     def _scoped(self, filters: FilterInput) -> Filter:
         return self.scope.and_(parse_filter(filters))
