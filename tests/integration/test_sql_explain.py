@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from agent_engine.filters import parse_filter, parse_order
+from agent_engine.filters import Order, parse_filter, parse_order
 from agent_engine.memory.sql import upgrade_database
 from agent_engine.memory.sql._engine import create_engine
 from agent_engine.memory.sql._filters import select_items
@@ -100,17 +100,17 @@ def _plan(engine, filters, order_by, limit):
     [
         (
             {"namespace": "project:3", "kind": "kind-2"},
-            "importance",
+            Order.desc("importance"),
             "ix_ae_items_namespace_kind_importance",
         ),
-        ({"namespace": "project:3"}, "timestamp", "ix_ae_items_namespace_timestamp"),
-        ({"namespace": "project:3"}, "-importance", "ix_ae_items_namespace_importance"),
+        ({"namespace": "project:3"}, Order.desc("timestamp"), "ix_ae_items_namespace_timestamp"),
+        ({"namespace": "project:3"}, "+importance", "ix_ae_items_namespace_importance"),
         (
             {"namespace": "project:3", "status": "pinned"},
-            "importance",
+            Order.desc("importance"),
             "ix_ae_items_namespace_status_importance",
         ),
-        ({"expires_at": {"$lte": NOW}}, "-expires_at", "ix_ae_items_expires_at"),
+        ({"expires_at": {"$lte": NOW}}, "+expires_at", "ix_ae_items_expires_at"),
     ],
     ids=[
         "namespace-kind-by-importance",

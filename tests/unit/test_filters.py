@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import warnings
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from agent_engine import ContextItem, FilterError, FilterTooLargeError, Status, Tier, parse_filter
+from agent_engine import (
+    ContextItem,
+    FilterError,
+    FilterTooLargeError,
+    InMemoryBackend,
+    Status,
+    Tier,
+    parse_filter,
+)
 from agent_engine.filters import (
     MAX_CONDITIONS,
     MAX_LIST_VALUES,
     MAX_VALUES,
+    ORDER_FLIP_RELEASE,
     Condition,
     Filter,
     Op,
+    Order,
     parse_order,
 )
+from agent_engine.tiers.project import ProjectMemoryStore
 
 
 class TestParse:
@@ -166,14 +178,73 @@ class TestLimits:
 
 class TestOrder:
     @pytest.mark.parametrize(
-        ("spec", "field", "descending"),
+        ("spec", "field", "descending", "future"),
         [
-            ("timestamp", "timestamp", True),
-            ("-importance", "importance", False),
-            ("id", "id", True),
+            ("timestamp", "timestamp", True, "ascending"),
+            ("-importance", "importance", False, "descending"),
+            ("id", "id", True, "ascending"),
         ],
     )
-    def test_seed_semantics(self, spec, field, descending):
-        """A bare field sorts descending; a leading minus sorts ascending."""
-        order = parse_order(spec)
+    def test_legacy_spellings_keep_their_meaning_and_warn(self, spec, field, descending, future):
+        """A bare field still sorts descending and a leading minus ascending, each with a warning
+        that names the release from which it takes the other meaning."""
+        with pytest.warns(DeprecationWarning, match=rf"{ORDER_FLIP_RELEASE}.*sort {future}"):
+            order = parse_order(spec)
         assert (order.field, order.descending) == (field, descending)
+
+    def test_warning_says_what_to_write(self):
+        """The warning names both explicit spellings, so the fix can be copied from it."""
+        with pytest.warns(DeprecationWarning, match="0.2.0") as record:
+            parse_order("importance")
+        message = str(record[0].message)
+        assert "Order.desc('importance')" in message
+        assert "'+importance'" in message
+
+    def test_plus_is_ascending_and_silent(self):
+        """``"+field"`` sorts ascending without a warning."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert parse_order("+importance") == Order("importance", descending=False)
+
+    def test_order_passes_through(self):
+        """An Order given as order_by is used as is, without a warning."""
+        order = Order.desc("timestamp")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert parse_order(order) is order
+
+    def test_named_constructors(self):
+        """asc and desc say the direction in their name."""
+        assert Order.asc("id") == Order("id", descending=False)
+        assert Order.desc("id") == Order("id", descending=True)
+
+    @pytest.mark.parametrize(
+        ("field", "descending"),
+        [("tags", True), ("payload", False), ("", True), (None, True), ("id", 1)],
+    )
+    def test_order_refuses_what_it_cannot_sort_by(self, field, descending):
+        """An Order is valid however it is built: an unorderable field or a non-bool direction
+        is a FilterError naming order_by."""
+        with pytest.raises(FilterError) as info:
+            Order(field, descending)
+        assert info.value.field == "order_by"
+
+    @pytest.mark.parametrize("spec", ["-", "+", "--id", "-tags", "+-id", "-\ud800"])
+    def test_malformed_raises_before_warning(self, spec):
+        """A malformed legacy-looking spelling is refused, never first warned about."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(FilterError) as info:
+                parse_order(spec)
+        assert (info.value.field, info.value.value) == ("order_by", spec)
+
+    def test_warning_points_at_the_callers_line(self):
+        """The warning names the caller's file, not a line inside agent_engine, through a backend
+        and through a tier store alike."""
+        backend = InMemoryBackend()
+        store = ProjectMemoryStore("web", backend)
+        with pytest.warns(DeprecationWarning, match="order_by='timestamp'") as by_backend:
+            backend.query(order_by="timestamp")
+        with pytest.warns(DeprecationWarning, match="order_by='-timestamp'") as by_store:
+            store.query(order_by="-timestamp")
+        assert [w.filename for w in [*by_backend, *by_store]] == [__file__, __file__]
