@@ -153,7 +153,7 @@ _TOPICS = [f"topic-{n}" for n in range(6)]
 def test_list_filters_read_tags_a_bounded_number_of_times(engine, filters, reads):
     """A short tag list is a primary-key probe per tag; a long one (up to the language's limit
     of 1,000) is one read of the tag table, and no list makes the planner scan every item."""
-    plan = _plan(engine, filters, "timestamp", 100)
+    plan = _plan(engine, filters, Order.desc("timestamp"), 100)
     if engine.dialect.name == "sqlite":
         assert "SCAN ae_items\n" not in plan + "\n", plan
         tag_reads = len(re.findall(r"^(SEARCH|SCAN) ae_item_tags\b", plan, re.MULTILINE))
