@@ -19,8 +19,13 @@ from __future__ import annotations
 import enum
 import math
 import operator
+import os
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from pathlib import Path
+from types import FrameType
 from typing import Any, Final, cast
 
 import attrs
@@ -34,6 +39,7 @@ __all__ = [
     "MAX_CONDITIONS",
     "MAX_LIST_VALUES",
     "MAX_VALUES",
+    "ORDER_FLIP_RELEASE",
     "Condition",
     "FieldKind",
     "FieldSpec",
@@ -41,6 +47,7 @@ __all__ = [
     "FilterInput",
     "Op",
     "Order",
+    "OrderInput",
     "parse_filter",
     "parse_order",
 ]
@@ -405,12 +412,63 @@ _SCALAR_TESTS: Final[Mapping[Op, Callable[[Any, Any], bool]]] = {
 # ----------------------------------------------------------------------------- ordering
 
 
+ORDER_FLIP_RELEASE: Final = "0.2.0"
+"""The release from which a bare ``"field"`` sorts ascending (until then: descending)."""
+
+
+def _orderable(name: object, given: object) -> str:
+    """``name`` if ``order_by`` may sort by it, else a :class:`FilterError` quoting ``given``."""
+    if not isinstance(name, str) or not name:
+        raise FilterError(
+            f"order_by must name a field, got {given!r}", field="order_by", value=given
+        )
+    if name not in FIELDS:
+        known = ", ".join(sorted(FIELDS))
+        raise FilterError(
+            f"cannot order by unknown field {name!r}; known: {known}",
+            field="order_by",
+            value=given,
+        )
+    if not FIELDS[name].orderable:
+        raise FilterError(f"cannot order by {name!r}", field="order_by", value=given)
+    return name
+
+
+def _check_field(_: Order, __: attrs.Attribute[str], value: object) -> None:
+    _orderable(value, value)
+
+
+def _check_direction(_: Order, __: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise FilterError(
+            f"an Order's descending must be a bool, got {value!r}",
+            field="order_by",
+            value=value,
+        )
+
+
 @attrs.frozen
 class Order:
-    """A validated ``order_by``: one field, a direction, id ascending to break ties."""
+    """A validated ``order_by``: one field, a direction, id ascending to break ties.
 
-    field: str
-    descending: bool
+    Every backend sorts by this value, whatever spelling the caller used; it is also what a
+    caller passes as ``order_by`` to say the direction outright. Build one with
+    :meth:`asc` or :meth:`desc`; a field that cannot be ordered by is a
+    :class:`~agent_engine.errors.FilterError` however the value is built.
+    """
+
+    field: str = attrs.field(validator=_check_field)
+    descending: bool = attrs.field(validator=_check_direction)
+
+    @classmethod
+    def asc(cls, field: str) -> Order:
+        """Smallest (oldest, least important) first."""
+        return cls(field, descending=False)
+
+    @classmethod
+    def desc(cls, field: str) -> Order:
+        """Largest (newest, most important) first."""
+        return cls(field, descending=True)
 
     def sort(self, items: Iterable[ContextItem]) -> list[ContextItem]:
         """Sort ``items``: nulls last in either direction, ties by id ascending."""
@@ -424,20 +482,59 @@ class Order:
         return present + missing
 
 
+OrderInput = str | Order
+"""What ``order_by`` accepts: an :class:`Order`, or a string :func:`parse_order` reads."""
+
+
 def parse_order(order_by: object) -> Order:
-    """Parse the seed's ``order_by``: ``"field"`` is descending, ``"-field"`` ascending."""
-    if not isinstance(order_by, str) or not order_by:
-        raise FilterError(f"order_by must be a field name, got {order_by!r}", field="order_by")
-    descending = not order_by.startswith("-")
-    name = order_by.removeprefix("-")
-    if name not in FIELDS:
-        known = ", ".join(sorted(FIELDS))
+    """Parse an ``order_by`` once, for every backend (``docs/filters.md``, "Ordering").
+
+    * an :class:`Order` stands as given;
+    * ``"-field"`` sorts descending and ``"+field"`` ascending, the convention of SQL and of
+      every ORM;
+    * a bare ``"field"`` sorts descending, its old meaning, with a
+      :class:`DeprecationWarning`: from :data:`ORDER_FLIP_RELEASE` it sorts ascending, as
+      the usual convention has it, so a caller whose results would flip is told now, while
+      they are still the ones it was written for. (``"-field"`` sorted ascending before this
+      release: that meaning could not be kept beside the usual one.)
+
+    A malformed ``order_by`` raises :class:`~agent_engine.errors.FilterError` and never warns.
+    """
+    if isinstance(order_by, Order):
+        return order_by
+    if not isinstance(order_by, str):
         raise FilterError(
-            f"cannot order by unknown field {name!r}; known: {known}",
+            f"order_by must be a field name or an Order, got {order_by!r}",
             field="order_by",
             value=order_by,
         )
-    spec = FIELDS[name]
-    if not spec.orderable:
-        raise FilterError(f"cannot order by {name!r}", field="order_by", value=order_by)
-    return Order(name, descending)
+    sign = order_by[:1] if order_by.startswith(("+", "-")) else ""
+    name = _orderable(order_by.removeprefix(sign), order_by)
+    if sign == "+":
+        return Order.asc(name)
+    if sign == "-":
+        return Order.desc(name)
+    _deprecated(
+        f"order_by={order_by!r} sorts descending, but from agent_engine "
+        f"{ORDER_FLIP_RELEASE} it will sort ascending, as in SQL and ORMs; write "
+        f"order_by='-{name}' to keep descending, or order_by='+{name}' for ascending"
+    )
+    return Order.desc(name)
+
+
+_PACKAGE: Final = str(Path(__file__).parent) + os.sep
+
+
+def _deprecated(message: str) -> None:
+    """Warn about the caller's code: the first frame outside agent_engine.
+
+    Python shows a :class:`DeprecationWarning` by default only when it is attributed to
+    ``__main__``, and a warning pointing into this package would name a line the reader cannot
+    change. Python 3.12's ``skip_file_prefixes`` does this; 3.11 needs the walk.
+    """
+    level = 1
+    frame: FrameType | None = sys._getframe(1)  # noqa: SLF001 - the only way to count frames cheaply
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        level += 1
+        frame = frame.f_back
+    warnings.warn(message, DeprecationWarning, stacklevel=level + 1)

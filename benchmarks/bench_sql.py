@@ -90,12 +90,12 @@ def query_latencies(backend: object) -> tuple[float, float, float]:
     on every step. The first query pays for reading pages into a new connection's cache.
     """
     began = time.perf_counter()
-    backend.query({"namespace": "project:0", "kind": "kind-0"}, limit=100, order_by="importance")  # type: ignore[attr-defined]
+    backend.query({"namespace": "project:0", "kind": "kind-0"}, limit=100, order_by="-importance")  # type: ignore[attr-defined]
     first = (time.perf_counter() - began) * 1e3
     for namespace in range(NAMESPACES):
         for kind in range(KINDS):
             filters = {"namespace": f"project:{namespace}", "kind": f"kind-{kind}"}
-            backend.query(filters, limit=100, order_by="importance")  # type: ignore[attr-defined]
+            backend.query(filters, limit=100, order_by="-importance")  # type: ignore[attr-defined]
     rng = np.random.default_rng(2)
     latencies = []
     for _ in range(QUERIES):
@@ -104,7 +104,7 @@ def query_latencies(backend: object) -> tuple[float, float, float]:
             "kind": f"kind-{rng.integers(KINDS)}",
         }
         began = time.perf_counter()
-        found = backend.query(filters, limit=100, order_by="importance")  # type: ignore[attr-defined]
+        found = backend.query(filters, limit=100, order_by="-importance")  # type: ignore[attr-defined]
         latencies.append(time.perf_counter() - began)
         assert len(found) == 100
     latencies.sort()

@@ -244,7 +244,7 @@ def _listed(store: TierStore, wanted: frozenset[str], limit: int) -> tuple[list[
     """The newest and the most important items, as the policy wants; and whether either was cut."""
     listed: list[str] = []
     cut = False
-    for source, order in ((RECENT, "timestamp"), (IMPORTANT, "importance")):
+    for source, order in ((RECENT, "-timestamp"), (IMPORTANT, "-importance")):
         if source in wanted:
             newest_or_best = store.query(None, limit=limit, order_by=order)
             listed.extend(item.id for item in newest_or_best)

@@ -94,7 +94,7 @@ def _gather(
     tail: list[ContextItem] = []
     if store.tier is Tier.TASK and wider_than is None:
         if config.head:
-            head = store.query(None, limit=config.head, order_by="-timestamp")
+            head = store.query(None, limit=config.head, order_by="+timestamp")
         if config.tail:
             tail = _tail(store, config.tail)
     candidates, pinned, saturated = gather(
@@ -128,7 +128,7 @@ def _tail(store: TierStore, size: int) -> list[ContextItem]:
         key=lambda item: (item.timestamp, item.id),
         reverse=True,
     )
-    tied = store.query({"timestamp": boundary}, limit=size - len(newer), order_by="id")
+    tied = store.query({"timestamp": boundary}, limit=size - len(newer), order_by="-id")
     return newer + tied
 
 

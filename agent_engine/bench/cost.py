@@ -178,7 +178,7 @@ def run_cell(
             # The other project reads a build issues: the BM25-only candidates, pinned items.
             found = {hit.item.id for hit in dense}
             project.get_many(i for i in lexical if i not in found)
-            project.query({"status": "pinned"}, limit=50, order_by="importance")
+            project.query({"status": "pinned"}, limit=50, order_by="-importance")
             reads.append(time.perf_counter() - started)
             started = time.perf_counter()
             assembler.build_context(task, ContextRequest(budget_tokens=budget, query=text))

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Final, Protocol, Self, runtime_checkable
 
 import attrs
 import numpy as np
@@ -47,6 +47,7 @@ from agent_engine.filters import (
     FilterInput,
     Op,
     Order,
+    OrderInput,
     parse_filter,
     parse_order,
 )
@@ -62,6 +63,7 @@ from agent_engine.retrieval.lexical import LexicalScope
 from agent_engine.serde import from_dict, to_dict
 
 __all__ = [
+    "DEFAULT_ORDER",
     "REEMBED_BATCH",
     "REEMBED_COMMAND",
     "BaseBackend",
@@ -79,6 +81,8 @@ __all__ = [
 ]
 
 DEFAULT_LIMIT = 100
+DEFAULT_ORDER: Final = Order.desc("timestamp")
+"""What ``query`` sorts by when not told: newest first."""
 SCAN_CHUNK = 4096
 """Rows scored per step by the default exact search: bounded memory whatever the store size."""
 REEMBED_BATCH = 256
@@ -133,8 +137,10 @@ class MemoryBackend(Protocol):
     * ``delete`` removes an item from every read; ``erase`` also removes every trace of it
       that the backend keeps, in memory and in the files it writes (see ``erase``).
     * ``query`` takes a filter document (``docs/filters.md``), a ``limit`` (``None`` for no
-      limit) and ``order_by``: ``"field"`` sorts descending (newest first for the default
-      ``"timestamp"``), ``"-field"`` ascending; nulls sort last and ties break by id.
+      limit) and ``order_by``: an :class:`~agent_engine.filters.Order`, ``"+field"``
+      (ascending) or the deprecated ``"field"`` (descending) and ``"-field"`` (ascending),
+      all read by :func:`~agent_engine.filters.parse_order`; newest first by default; nulls
+      sort last and ties break by id ascending in either direction.
     * ``count``/``clear`` take the same filters; ``clear`` returns how many items it removed.
     * Malformed input raises a :class:`~agent_engine.errors.ValidationError` subclass and
       changes nothing.
@@ -201,7 +207,7 @@ class MemoryBackend(Protocol):
         self,
         filters: FilterInput = None,
         limit: int | None = DEFAULT_LIMIT,
-        order_by: str = "timestamp",
+        order_by: OrderInput = DEFAULT_ORDER,
     ) -> list[ContextItem]:
         """Return matching items, ordered and limited."""
         ...
@@ -480,7 +486,7 @@ class BaseBackend(abc.ABC):
         self,
         filters: FilterInput = None,
         limit: int | None = DEFAULT_LIMIT,
-        order_by: str = "timestamp",
+        order_by: OrderInput = DEFAULT_ORDER,
     ) -> list[ContextItem]:
         """Return matching items, ordered and limited (see :class:`MemoryBackend`)."""
         where = parse_filter(filters)

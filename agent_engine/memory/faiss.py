@@ -187,7 +187,7 @@ class FaissBackend(BaseBackend):
     def _open(self) -> None:
         """Load the saved index if it matches the store, else rebuild it from the store."""
         with self._lock:
-            items = self.store.query(None, limit=None, order_by="-id")
+            items = self.store.query(None, limit=None, order_by="+id")
             entries = self._entries(items)
             if self.index_path is not None:
                 _remove_stale_temps(self.index_path)
@@ -376,15 +376,14 @@ class FaissBackend(BaseBackend):
         self.save()
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
-        order_by = order.field if order.descending else f"-{order.field}"
-        return self.store.query(where, limit=limit, order_by=order_by)
+        return self.store.query(where, limit=limit, order_by=order)
 
     def _count(self, where: Filter) -> int:
         return self.store.count(where)
 
     def _delete_where(self, where: Filter) -> Written:
         with self._lock:
-            doomed = [item.id for item in self.store.query(where, limit=None, order_by="-id")]
+            doomed = [item.id for item in self.store.query(where, limit=None, order_by="+id")]
             removed = self.store.delete_many(doomed) if doomed else 0
             self._unindex(doomed)
             return Written(removed)
@@ -481,7 +480,7 @@ class FaissBackend(BaseBackend):
         self, rows: RowIndex, query: Vector, k: int, where: Filter
     ) -> list[SearchHit]:
         """Score exactly the rows of the items the record store says match ``where``."""
-        matches = {item.id: item for item in self.store.query(where, limit=None, order_by="-id")}
+        matches = {item.id: item for item in self.store.query(where, limit=None, order_by="+id")}
         wanted = np.fromiter((rows.row_of[i] for i in matches if i in rows.row_of), dtype=np.int64)
         ranking = _ExactRanking(rows, query, np.sort(wanted))
         hits: list[SearchHit] = []

@@ -18,6 +18,7 @@ with an independent brute-force oracle written here.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -38,7 +39,7 @@ from agent_engine.errors import (
     ItemNotFoundError,
     ValidationError,
 )
-from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, parse_filter
+from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, Order, parse_filter
 from agent_engine.memory.audit import erasure_token
 from agent_engine.memory.backend import MemoryBackend, embedding_text
 from agent_engine.models import (
@@ -271,42 +272,93 @@ class BackendConformance:
     # ------------------------------------------------------------------ ordering and limits
 
     def test_default_order_is_newest_first(self, filled: MemoryBackend) -> None:
-        """query() with no order_by returns newest first, limited to 100."""
-        assert _ids(filled.query()) == [make_item(n).id for n in reversed(range(30))]
+        """query() with no order_by returns newest first, limited to 100, and never warns."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = filled.query()
+        assert _ids(got) == [make_item(n).id for n in reversed(range(30))]
 
-    def test_minus_flips_order(self, filled: MemoryBackend) -> None:
-        """A leading minus flips the order: oldest first."""
-        assert _ids(filled.query(order_by="-timestamp")) == [make_item(n).id for n in range(30)]
+    def test_plus_sorts_ascending(self, filled: MemoryBackend) -> None:
+        """``"+field"`` sorts ascending (oldest first) without a warning.
+
+        If this fails, check that the backend hands ``order_by`` to ``parse_order`` unchanged.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = filled.query(order_by="+timestamp")
+        assert _ids(got) == [make_item(n).id for n in range(30)]
+
+    @pytest.mark.parametrize(
+        ("order", "oldest_first"),
+        [
+            pytest.param(Order.asc("timestamp"), True, id="asc"),
+            pytest.param(Order.desc("timestamp"), False, id="desc"),
+        ],
+    )
+    def test_order_value_says_the_direction(
+        self, filled: MemoryBackend, order: Order, oldest_first: bool
+    ) -> None:
+        """An ``Order`` given as ``order_by`` sorts the way it names, without a warning."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = filled.query(order_by=order)
+        oldest = [make_item(n).id for n in range(30)]
+        assert _ids(got) == (oldest if oldest_first else oldest[::-1])
+
+    def test_bare_field_is_deprecated_and_still_descending(self, filled: MemoryBackend) -> None:
+        """A bare ``"field"`` still sorts descending, with a DeprecationWarning that it will flip.
+
+        If this fails, check that ``query`` reads ``order_by`` through ``parse_order``.
+        """
+        with pytest.warns(DeprecationWarning, match=r"will sort ascending") as record:
+            got = filled.query(order_by="timestamp")
+        assert len(record) == 1
+        assert _ids(got) == [make_item(n).id for n in reversed(range(30))]
+
+    def test_minus_sorts_descending(self, filled: MemoryBackend) -> None:
+        """``"-field"`` sorts descending (newest first) without a warning, as in SQL and ORMs."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = filled.query(order_by="-timestamp")
+        assert _ids(got) == [make_item(n).id for n in reversed(range(30))]
 
     def test_ties_break_by_id(self, filled: MemoryBackend) -> None:
-        """Equal sort keys come back in id order in both directions."""
+        """Equal sort keys come back in id order (ascending) in both directions."""
         items = [make_item(n) for n in range(30)]
         expected_desc = sorted(items, key=lambda i: (-i.importance, i.id))
         expected_asc = sorted(items, key=lambda i: (i.importance, i.id))
-        assert _ids(filled.query(order_by="importance")) == _ids(expected_desc)
-        assert _ids(filled.query(order_by="-importance")) == _ids(expected_asc)
+        assert _ids(filled.query(order_by=Order.desc("importance"))) == _ids(expected_desc)
+        assert _ids(filled.query(order_by="+importance")) == _ids(expected_asc)
+        assert _ids(filled.query(order_by=Order.asc("importance"))) == _ids(expected_asc)
 
-    @pytest.mark.parametrize("order_by", ["token_cost", "-token_cost", "expires_at", "-expires_at"])
-    def test_nulls_sort_last(self, filled: MemoryBackend, order_by: str) -> None:
+    @pytest.mark.parametrize(
+        "order",
+        [
+            pytest.param(Order.asc("token_cost"), id="+token_cost"),
+            pytest.param(Order.desc("token_cost"), id="token_cost-desc"),
+            pytest.param(Order.asc("expires_at"), id="+expires_at"),
+            pytest.param(Order.desc("expires_at"), id="expires_at-desc"),
+        ],
+    )
+    def test_nulls_sort_last(self, filled: MemoryBackend, order: Order) -> None:
         """Items without a value come after every item with one, in either direction."""
-        name = order_by.removeprefix("-")
-        got = filled.query(order_by=order_by, limit=None)
-        values = [getattr(item, name) for item in got]
+        got = filled.query(order_by=order, limit=None)
+        values = [getattr(item, order.field) for item in got]
         first_null = values.index(None)
         assert all(value is None for value in values[first_null:])
         present = values[:first_null]
-        assert present == sorted(present, reverse=not order_by.startswith("-"))
+        assert present == sorted(present, reverse=order.descending)
 
     def test_limit(self, filled: MemoryBackend) -> None:
         """Limit caps the result; 0 gives nothing; None gives everything."""
         assert _ids(filled.query(limit=3)) == [make_item(n).id for n in (29, 28, 27)]
         assert filled.query(limit=0) == []
         assert len(filled.query(limit=None)) == 30
-        assert len(filled.query({"namespace": "ns-0"}, limit=5, order_by="-timestamp")) == 5
+        assert len(filled.query({"namespace": "ns-0"}, limit=5, order_by="+timestamp")) == 5
 
     def test_limit_applies_after_filter_and_order(self, filled: MemoryBackend) -> None:
         """The limit picks the first matches in order, not the first rows stored."""
-        got = filled.query({"kind": "note"}, limit=2, order_by="importance")
+        got = filled.query({"kind": "note"}, limit=2, order_by=Order.desc("importance"))
         notes = [make_item(n) for n in range(30) if n % 3 == 2]
         assert _ids(got) == _ids(sorted(notes, key=lambda i: (-i.importance, i.id))[:2])
 
@@ -316,16 +368,43 @@ class BackendConformance:
         with pytest.raises(ValidationError):
             filled.query(limit=limit)
 
-    @pytest.mark.parametrize("order_by", ["nonsense", "-", "", "tags", "payload", None, 3])
+    @pytest.mark.parametrize(
+        "order_by",
+        [
+            "nonsense",
+            "",
+            "+",
+            "-",
+            "--timestamp",
+            "++timestamp",
+            "+-timestamp",
+            "-+timestamp",
+            " timestamp",
+            "+tags",
+            "tags",
+            "-payload",
+            None,
+            3,
+            ("timestamp", True),
+        ],
+    )
     def test_bad_order_by_is_refused(self, filled: MemoryBackend, order_by: Any) -> None:
-        """An unknown or unorderable field in order_by is a FilterError."""
-        with pytest.raises(FilterError):
-            filled.query(order_by=order_by)
+        """An unknown, unorderable or malformed order_by is a FilterError naming it, not a warning.
+
+        If this fails with a DeprecationWarning, the spelling was taken for a legacy one before
+        its field was checked.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(FilterError) as info:
+                filled.query(order_by=order_by)
+        assert isinstance(info.value, ValidationError)
+        assert info.value.field == "order_by"
 
     def test_large_result_is_complete(self, backend: MemoryBackend) -> None:
         """A few thousand items come back complete and in order with limit=None."""
         backend.add_many(make_item(n) for n in range(3000))
-        got = backend.query(limit=None, order_by="-timestamp")
+        got = backend.query(limit=None, order_by="+timestamp")
         assert _ids(got) == [make_item(n).id for n in range(3000)]
 
     # ------------------------------------------------------------------ filters
@@ -472,7 +551,7 @@ class BackendConformance:
         filled.add(make_item(30, tags=()))
         universe = [make_item(n) for n in range(30)] + [make_item(30, tags=())]
         want = sorted(i.id for i in universe if expected(i))
-        got = filled.query(filters, limit=None, order_by="-timestamp")
+        got = filled.query(filters, limit=None, order_by="+timestamp")
         assert sorted(_ids(got)) == want
         assert filled.count(filters) == len(want)
 
@@ -1262,19 +1341,19 @@ class _FailsAfter:
 
 _KINDS = ("a", "b", "c")
 _TAGS = ("t1", "t2", "t3", "t4", "t5", "t6")
-_ORDERS = (
-    "timestamp",
-    "-timestamp",
-    "importance",
-    "-importance",
-    "token_cost",
-    "-token_cost",
-    "access_count",
-    "id",
-    "-id",
-    "kind",
-    "expires_at",
-    "-last_accessed_at",
+_ORDERS: tuple[str | Order, ...] = (
+    Order.desc("timestamp"),
+    "+timestamp",
+    Order.desc("importance"),
+    Order.asc("importance"),
+    Order.desc("token_cost"),
+    "+token_cost",
+    Order.desc("access_count"),
+    Order.desc("id"),
+    "+id",
+    Order.desc("kind"),
+    Order.desc("expires_at"),
+    "+last_accessed_at",
 )
 
 
@@ -1388,11 +1467,13 @@ def _oracle_tags(tags: set[str], op: str, value: Any) -> bool:
 
 
 def _oracle(
-    items: list[ContextItem], filters: dict[str, Any], order_by: str, limit: int | None
+    items: list[ContextItem], filters: dict[str, Any], order_by: str | Order, limit: int | None
 ) -> list[ContextItem]:
     matching = [item for item in items if _oracle_match(item, filters)]
-    field = order_by.lstrip("-")
-    descending = not order_by.startswith("-")
+    if isinstance(order_by, Order):
+        field, descending = order_by.field, order_by.descending
+    else:
+        field, descending = order_by.removeprefix("+"), False
     with_value = [i for i in matching if getattr(i, field) is not None]
     without = sorted((i for i in matching if getattr(i, field) is None), key=lambda i: i.id)
     ranked = sorted(with_value, key=lambda i: i.id)

@@ -54,8 +54,8 @@ from agent_engine.errors import (
     ItemNotFoundError,
     ValidationError,
 )
-from agent_engine.filters import FIELDS, FieldKind, Op
-from agent_engine.memory.backend import MemoryBackend
+from agent_engine.filters import FIELDS, FieldKind, Op, Order
+from agent_engine.memory.backend import DEFAULT_ORDER, MemoryBackend
 from agent_engine.models import (
     ContextItem,
     ContextRequest,
@@ -458,8 +458,11 @@ def _filter_cases(draw: st.DrawFn) -> tuple[Any, set[str | None]]:
 
 _LIMITS = st.one_of(st.integers(0, 50), st.none(), extreme_ints, extreme_floats, wrong_types)
 _ORDERS = st.one_of(
-    st.sampled_from(sorted(FIELDS)),
-    st.sampled_from(sorted(FIELDS)).map("-".__add__),
+    st.sampled_from(sorted(FIELDS)).map("+".__add__),
+    st.builds(
+        Order, st.sampled_from(sorted(n for n, f in FIELDS.items() if f.orderable)), st.booleans()
+    ),
+    st.sampled_from(["+", "-", "--id", "++id", "+-id", "-+id"]),
     bad_texts,
     wrong_types,
 )
@@ -487,7 +490,7 @@ class _Refused:
 
 def snapshot(backend: MemoryBackend) -> dict[str, dict[str, Any]]:
     """Every item of ``backend``, field for field (the vector included), by id."""
-    return {item.id: to_dict(item) for item in backend.query(None, limit=None, order_by="id")}
+    return {item.id: to_dict(item) for item in backend.query(None, limit=None, order_by="+id")}
 
 
 def attempt(
@@ -738,38 +741,38 @@ class BackendFuzz:
         target="filters",
         case=({"kind": "\ud800"}, {"kind"}),
         limit=10,
-        order_by="id",
+        order_by="+id",
         operation="query",
     )
     @example(
         target="filters",
         case=({"tags": "a\x00"}, {"tags"}),
         limit=10,
-        order_by="id",
+        order_by="+id",
         operation="count",
     )
     @example(
         target="filters",
         case=({"access_count": {"$lt": 2**40}}, {"access_count"}),
         limit=10,
-        order_by="id",
+        order_by="+id",
         operation="query",
     )
     @example(
         target="filters",
         case=({"importance": {"$gt": 10**400}}, {"importance"}),
         limit=10,
-        order_by="id",
+        order_by="+id",
         operation="clear",
     )
     @example(
         target="filters",
         case=({"timestamp": {"$lt": EDGE_MAX}}, {"timestamp"}),
         limit=10,
-        order_by="id",
+        order_by="+id",
         operation="query",
     )
-    @example(target="limit", case=(None, {None}), limit=2**70, order_by="id", operation="query")
+    @example(target="limit", case=(None, {None}), limit=2**70, order_by="+id", operation="query")
     @example(target="order_by", case=(None, {None}), limit=1, order_by="\ud800", operation="query")
     @given(
         target=st.sampled_from(["filters", "limit", "order_by"]),
@@ -793,7 +796,7 @@ class BackendFuzz:
         if target != "limit":
             limit = 10
         if target != "order_by":
-            order_by = "timestamp"
+            order_by = DEFAULT_ORDER
         calls: dict[str, Callable[[], Any]] = {
             "query": lambda: seeded.query(document, limit, order_by),
             "count": lambda: seeded.count(document),

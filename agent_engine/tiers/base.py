@@ -22,9 +22,10 @@ from agent_engine import _validate
 from agent_engine._log import get_logger
 from agent_engine.embeddings import EmbedderIdentity
 from agent_engine.errors import DuplicateItemError, ItemNotFoundError, ValidationError
-from agent_engine.filters import Filter, FilterInput, parse_filter
+from agent_engine.filters import Filter, FilterInput, OrderInput, parse_filter
 from agent_engine.memory.backend import (
     DEFAULT_LIMIT,
+    DEFAULT_ORDER,
     MemoryBackend,
     Query,
     SearchHit,
@@ -211,7 +212,7 @@ class TierStore:
         self,
         filters: FilterInput = None,
         limit: int | None = DEFAULT_LIMIT,
-        order_by: str = "timestamp",
+        order_by: OrderInput = DEFAULT_ORDER,
     ) -> list[ContextItem]:
         """Query this store's items (the filter language of ``docs/filters.md``)."""
         return self.backend.query(self._scoped(filters), limit, order_by)
@@ -259,7 +260,7 @@ class TierStore:
 
     def pinned(self) -> list[ContextItem]:
         """Every pinned item of this store, most important first (ties by id)."""
-        return self.backend.query(self._pinned, None, "importance")
+        return self.backend.query(self._pinned, None, "-importance")
 
     def list_all(self) -> list[ContextItem]:
         """Every item of this store, newest first."""
@@ -267,7 +268,7 @@ class TierStore:
 
     def timeline(self) -> list[ContextItem]:
         """Every item in the order it happened (timestamp, then the time-ordered id)."""
-        return self.query(None, limit=None, order_by="-timestamp")
+        return self.query(None, limit=None, order_by="+timestamp")
 
     def _scoped(self, filters: FilterInput) -> Filter:
         return self.scope.and_(parse_filter(filters))

@@ -55,7 +55,7 @@ class LowestImportanceOldest:
         if wanted <= 0:
             return []
         unpinned = {"status": {"$ne": Status.PINNED.value}}
-        lowest = store.query(unpinned, limit=wanted, order_by="-importance")
+        lowest = store.query(unpinned, limit=wanted, order_by="+importance")
         if len(lowest) < wanted:
             return [item.id for item in lowest]
         boundary = lowest[-1].importance
@@ -63,6 +63,6 @@ class LowestImportanceOldest:
         oldest_on_boundary = store.query(
             {**unpinned, "importance": boundary},
             limit=wanted - len(below),
-            order_by="-timestamp",
+            order_by="+timestamp",
         )
         return below + [item.id for item in oldest_on_boundary]

@@ -128,7 +128,7 @@ class TaskMemoryStore(TierStore):
     def get_stage_outputs(self, stage_id: str) -> list[ContextItem]:
         """Everything recorded for a stage, in the order it happened."""
         return self.query(
-            {"source": self._stage_source(stage_id)}, limit=None, order_by="-timestamp"
+            {"source": self._stage_source(stage_id)}, limit=None, order_by="+timestamp"
         )
 
     def on_state(self, state: TaskState) -> int:

@@ -14,9 +14,12 @@ pytest_plugins = ["pytester"]
 
 BROKEN = textwrap.dedent(
     """
+    import itertools
+
     import pytest
     from agent_engine.errors import FilterError
-    from agent_engine.memory.backend import Written
+    from agent_engine.filters import Order
+    from agent_engine.memory.backend import DEFAULT_ORDER, Written
     from agent_engine.memory.inmemory import InMemoryBackend
     from agent_engine.testing.conformance import BackendConformance
 
@@ -27,7 +30,7 @@ BROKEN = textwrap.dedent(
 
 
     class EmptyOnUnknownOperator(InMemoryBackend):
-        def query(self, filters=None, limit=100, order_by="timestamp"):
+        def query(self, filters=None, limit=100, order_by=DEFAULT_ORDER):
             try:
                 return super().query(filters, limit, order_by)
             except FilterError:
@@ -64,6 +67,28 @@ BROKEN = textwrap.dedent(
             return [i for i in rows if all(getattr(i, f) is not None for f in ne)]
 
 
+    class TiesFollowDirection(InMemoryBackend):
+        def _select(self, where, order, limit):
+            rows = super()._select(where, order, None)
+            out = []
+            for _, tied in itertools.groupby(rows, key=lambda i: getattr(i, order.field)):
+                out.extend(sorted(tied, key=lambda i: i.id, reverse=order.descending))
+            return out[:limit]
+
+
+    class FlipsLegacyEarly(InMemoryBackend):
+        def query(self, filters=None, limit=100, order_by=DEFAULT_ORDER):
+            if isinstance(order_by, str) and not order_by.startswith(("+", "-")):
+                order_by = "+" + order_by
+            return super().query(filters, limit, order_by)
+
+    class KeepsOldMinus(InMemoryBackend):
+        def query(self, filters=None, limit=100, order_by=DEFAULT_ORDER):
+            if isinstance(order_by, str) and order_by.startswith("-"):
+                order_by = "+" + order_by[1:]
+            return super().query(filters, limit, order_by)
+
+
     def _suite(backend_cls):
         class Suite(BackendConformance):
             @pytest.fixture
@@ -79,6 +104,9 @@ BROKEN = textwrap.dedent(
     TestHalfWritesBatches = _suite(HalfWritesBatches)
     TestNullsFirst = _suite(NullsFirst)
     TestNeMissesNulls = _suite(NeMissesNulls)
+    TestTiesFollowDirection = _suite(TiesFollowDirection)
+    TestFlipsLegacyEarly = _suite(FlipsLegacyEarly)
+    TestKeepsOldMinus = _suite(KeepsOldMinus)
     """
 )
 
@@ -89,14 +117,17 @@ EXPECTED_CATCHES = {
     "TestHalfWritesBatches": ["test_add_many_with_stored_duplicate_stores_none"],
     "TestNullsFirst": ["test_nulls_sort_last"],
     "TestNeMissesNulls": ["test_filter_semantics"],
+    "TestTiesFollowDirection": ["test_ties_break_by_id"],
+    "TestFlipsLegacyEarly": ["test_bare_field_is_deprecated_and_still_descending"],
+    "TestKeepsOldMinus": ["test_minus_sorts_descending"],
 }
 
 
 def test_broken_backends_fail(pytester: pytest.Pytester) -> None:
     """Every broken backend fails the tests that guard the rule it breaks."""
     pytester.makepyfile(test_broken=BROKEN)
-    # Only the guarding tests run: the whole suite six times over (hypothesis included) would
-    # cost minutes and prove nothing more about these six rules.
+    # Only the guarding tests run: the whole suite once per broken backend (hypothesis
+    # included) would cost minutes and prove nothing more about the rules they break.
     guards = sorted({test for tests in EXPECTED_CATCHES.values() for test in tests})
     result = pytester.runpytest_subprocess(
         "-q", "-p", "no:cacheprovider", "-k", " or ".join(guards)

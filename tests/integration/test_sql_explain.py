@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from agent_engine.filters import parse_filter, parse_order
+from agent_engine.filters import Order, parse_filter, parse_order
 from agent_engine.memory.sql import upgrade_database
 from agent_engine.memory.sql._engine import create_engine
 from agent_engine.memory.sql._filters import select_items
@@ -100,17 +100,17 @@ def _plan(engine, filters, order_by, limit):
     [
         (
             {"namespace": "project:3", "kind": "kind-2"},
-            "importance",
+            Order.desc("importance"),
             "ix_ae_items_namespace_kind_importance",
         ),
-        ({"namespace": "project:3"}, "timestamp", "ix_ae_items_namespace_timestamp"),
-        ({"namespace": "project:3"}, "-importance", "ix_ae_items_namespace_importance"),
+        ({"namespace": "project:3"}, Order.desc("timestamp"), "ix_ae_items_namespace_timestamp"),
+        ({"namespace": "project:3"}, "+importance", "ix_ae_items_namespace_importance"),
         (
             {"namespace": "project:3", "status": "pinned"},
-            "importance",
+            Order.desc("importance"),
             "ix_ae_items_namespace_status_importance",
         ),
-        ({"expires_at": {"$lte": NOW}}, "-expires_at", "ix_ae_items_expires_at"),
+        ({"expires_at": {"$lte": NOW}}, "+expires_at", "ix_ae_items_expires_at"),
     ],
     ids=[
         "namespace-kind-by-importance",
@@ -153,7 +153,7 @@ _TOPICS = [f"topic-{n}" for n in range(6)]
 def test_list_filters_read_tags_a_bounded_number_of_times(engine, filters, reads):
     """A short tag list is a primary-key probe per tag; a long one (up to the language's limit
     of 1,000) is one read of the tag table, and no list makes the planner scan every item."""
-    plan = _plan(engine, filters, "timestamp", 100)
+    plan = _plan(engine, filters, Order.desc("timestamp"), 100)
     if engine.dialect.name == "sqlite":
         assert "SCAN ae_items\n" not in plan + "\n", plan
         tag_reads = len(re.findall(r"^(SEARCH|SCAN) ae_item_tags\b", plan, re.MULTILINE))

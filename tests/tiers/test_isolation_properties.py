@@ -192,7 +192,7 @@ def _foreign_ids(world: _World) -> list[str]:
 def _snapshot(world: _World) -> list[tuple[Any, ...]]:
     items = []
     for store in world.their_stores():
-        items.extend(_view(item) for item in store.query(None, limit=None, order_by="id"))
+        items.extend(_view(item) for item in store.query(None, limit=None, order_by="+id"))
     return sorted(items)
 
 
@@ -301,7 +301,7 @@ class _Actions:
         }[name]
 
     def query_foreign(self, name):
-        return self.store.query(self._document(name), limit=None, order_by="id")
+        return self.store.query(self._document(name), limit=None, order_by="+id")
 
     def count_foreign(self, name):
         return self.store.count(self._document(name))

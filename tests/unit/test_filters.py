@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import warnings
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from agent_engine import ContextItem, FilterError, FilterTooLargeError, Status, Tier, parse_filter
+from agent_engine import (
+    ContextItem,
+    FilterError,
+    FilterTooLargeError,
+    InMemoryBackend,
+    Status,
+    Tier,
+    parse_filter,
+)
 from agent_engine.filters import (
     MAX_CONDITIONS,
     MAX_LIST_VALUES,
     MAX_VALUES,
+    ORDER_FLIP_RELEASE,
     Condition,
     Filter,
     Op,
+    Order,
     parse_order,
 )
+from agent_engine.tiers.project import ProjectMemoryStore
 
 
 class TestParse:
@@ -165,15 +177,68 @@ class TestLimits:
 
 
 class TestOrder:
+    @pytest.mark.parametrize("field", ["timestamp", "importance", "id"])
+    def test_bare_field_keeps_its_meaning_and_warns(self, field):
+        """A bare field still sorts descending, with a warning that names the release from
+        which it sorts ascending."""
+        with pytest.warns(DeprecationWarning, match=rf"{ORDER_FLIP_RELEASE}.*sort ascending"):
+            order = parse_order(field)
+        assert (order.field, order.descending) == (field, True)
+
+    @pytest.mark.parametrize(("spec", "descending"), [("-importance", True), ("+importance", False)])
+    def test_signed_field_follows_the_usual_convention_silently(self, spec, descending):
+        """``"-field"`` sorts descending and ``"+field"`` ascending, as in SQL and ORMs."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert parse_order(spec) == Order("importance", descending=descending)
+
+    def test_warning_says_what_to_write(self):
+        """The warning names both explicit spellings, so the fix can be copied from it."""
+        with pytest.warns(DeprecationWarning, match="0.2.0") as record:
+            parse_order("importance")
+        message = str(record[0].message)
+        assert "'-importance'" in message
+        assert "'+importance'" in message
+
+    def test_order_passes_through(self):
+        """An Order given as order_by is used as is, without a warning."""
+        order = Order.desc("timestamp")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert parse_order(order) is order
+
+    def test_named_constructors(self):
+        """asc and desc say the direction in their name."""
+        assert Order.asc("id") == Order("id", descending=False)
+        assert Order.desc("id") == Order("id", descending=True)
+
     @pytest.mark.parametrize(
-        ("spec", "field", "descending"),
-        [
-            ("timestamp", "timestamp", True),
-            ("-importance", "importance", False),
-            ("id", "id", True),
-        ],
+        ("field", "descending"),
+        [("tags", True), ("payload", False), ("", True), (None, True), ("id", 1)],
     )
-    def test_seed_semantics(self, spec, field, descending):
-        """A bare field sorts descending; a leading minus sorts ascending."""
-        order = parse_order(spec)
-        assert (order.field, order.descending) == (field, descending)
+    def test_order_refuses_what_it_cannot_sort_by(self, field, descending):
+        """An Order is valid however it is built: an unorderable field or a non-bool direction
+        is a FilterError naming order_by."""
+        with pytest.raises(FilterError) as info:
+            Order(field, descending)
+        assert info.value.field == "order_by"
+
+    @pytest.mark.parametrize("spec", ["-", "+", "--id", "-tags", "+-id", "-\ud800"])
+    def test_malformed_raises_before_warning(self, spec):
+        """A malformed legacy-looking spelling is refused, never first warned about."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(FilterError) as info:
+                parse_order(spec)
+        assert (info.value.field, info.value.value) == ("order_by", spec)
+
+    def test_warning_points_at_the_callers_line(self):
+        """The warning names the caller's file, not a line inside agent_engine, through a backend
+        and through a tier store alike."""
+        backend = InMemoryBackend()
+        store = ProjectMemoryStore("web", backend)
+        with pytest.warns(DeprecationWarning, match="order_by='timestamp'") as by_backend:
+            backend.query(order_by="timestamp")
+        with pytest.warns(DeprecationWarning, match="order_by='importance'") as by_store:
+            store.query(order_by="importance")
+        assert [w.filename for w in [*by_backend, *by_store]] == [__file__, __file__]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent_engine import ContextItem, SQLAlchemyBackend
-from agent_engine.filters import parse_filter, parse_order
+from agent_engine.filters import Order, parse_filter, parse_order
 from agent_engine.memory.sql._filters import select_items
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -33,7 +33,7 @@ def backend(tmp_path):
 
 
 def test_a_repeated_filter_reuses_its_statement():
-    order = parse_order("importance")
+    order = parse_order("+importance")
     where = parse_filter({"namespace": "p1", "kind": "note"})
     first = select_items(where, order, 5, "sqlite")
     again = select_items(parse_filter({"namespace": "p1", "kind": "note"}), order, 5, "sqlite")
@@ -47,7 +47,9 @@ def test_a_repeated_filter_reuses_its_statement():
 def test_reused_statements_answer_each_query_with_its_own_values(backend):
     for _ in range(2):
         for namespace in ("p1", "p2"):
-            found = backend.query({"namespace": namespace}, limit=3, order_by="importance")
+            found = backend.query(
+                {"namespace": namespace}, limit=3, order_by=Order.desc("importance")
+            )
             assert [item.id for item in found] == [
                 f"{namespace}-9",
                 f"{namespace}-8",
