@@ -185,7 +185,9 @@ class TestOrder:
             order = parse_order(field)
         assert (order.field, order.descending) == (field, True)
 
-    @pytest.mark.parametrize(("spec", "descending"), [("-importance", True), ("+importance", False)])
+    @pytest.mark.parametrize(
+        ("spec", "descending"), [("-importance", True), ("+importance", False)]
+    )
     def test_signed_field_follows_the_usual_convention_silently(self, spec, descending):
         """``"-field"`` sorts descending and ``"+field"`` ascending, as in SQL and ORMs."""
         with warnings.catch_warnings():
