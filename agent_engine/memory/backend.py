@@ -137,9 +137,10 @@ class MemoryBackend(Protocol):
     * ``delete`` removes an item from every read; ``erase`` also removes every trace of it
       that the backend keeps, in memory and in the files it writes (see ``erase``).
     * ``query`` takes a filter document (``docs/filters.md``), a ``limit`` (``None`` for no
-      limit) and ``order_by``: an :class:`~agent_engine.filters.Order`, ``"+field"``
-      (ascending) or the deprecated ``"field"`` (descending) and ``"-field"`` (ascending),
-      all read by :func:`~agent_engine.filters.parse_order`; newest first by default; nulls
+      limit) and ``order_by``: ``"-field"`` (descending), ``"+field"`` (ascending), an
+      :class:`~agent_engine.filters.Order`, or a bare ``"field"`` (descending, deprecated: it
+      warns, and sorts ascending from 0.2.0), all read by
+      :func:`~agent_engine.filters.parse_order`; newest first by default; nulls
       sort last and ties break by id ascending in either direction.
     * ``count``/``clear`` take the same filters; ``clear`` returns how many items it removed.
     * Malformed input raises a :class:`~agent_engine.errors.ValidationError` subclass and
@@ -955,7 +956,7 @@ def _ids_from(item_id: str, op: Op) -> Filter:
 
     The filter language keeps ``$gt`` and friends for numbers and times (a caller comparing
     texts is usually mistaken), but both of its evaluators compare text by code point, as
-    ``Order("id")`` sorts it, which is exactly what paging through a store by id needs.
+    ``Order.asc("id")`` sorts it, which is exactly what paging through a store by id needs.
     """
     return Filter((Condition("id", op, item_id),))
 

@@ -1344,7 +1344,9 @@ _TAGS = ("t1", "t2", "t3", "t4", "t5", "t6")
 _ORDERS: tuple[str | Order, ...] = (
     Order.desc("timestamp"),
     "+timestamp",
+    "-timestamp",
     Order.desc("importance"),
+    "-importance",
     Order.asc("importance"),
     Order.desc("token_cost"),
     "+token_cost",
@@ -1472,8 +1474,8 @@ def _oracle(
     matching = [item for item in items if _oracle_match(item, filters)]
     if isinstance(order_by, Order):
         field, descending = order_by.field, order_by.descending
-    else:
-        field, descending = order_by.removeprefix("+"), False
+    else:  # the documented spellings, read on their own: "-x" descending, "+x" ascending
+        field, descending = order_by[1:], order_by.startswith("-")
     with_value = [i for i in matching if getattr(i, field) is not None]
     without = sorted((i for i in matching if getattr(i, field) is None), key=lambda i: i.id)
     ranked = sorted(with_value, key=lambda i: i.id)

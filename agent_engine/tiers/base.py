@@ -446,9 +446,24 @@ class TierStore:
         """Count one access at ``at`` of each of ``item_ids`` in one write; return how many exist.
 
         The ids are those this store's reads returned (a build's chosen items); stores that
-        share a backend record theirs together with :func:`record_access`.
+        share a backend record theirs together with :func:`record_access`. An id of another
+        scope is not counted, exactly like a missing one.
         """
         return record_access({self: list(item_ids)}, at)
+
+    def owned(self, item_ids: Collection[str]) -> list[str]:
+        """The stored ids of ``item_ids`` that are this store's.
+
+        Ids this store handed out carry its prefix and are taken as they are (no read); any
+        other id is looked up in this scope, so an item stored before ids were qualified is
+        still counted and another scope's item never is.
+        """
+        prefix = self.id_prefix
+        mine = [i for i in item_ids if i.startswith(prefix)]
+        others = [i for i in item_ids if not i.startswith(prefix)]
+        if others:
+            mine += [item.id for item in self._resolve(others).values()]
+        return mine
 
     def _after_add(self) -> None:
         """Hook run after every successful add (project memory evicts here)."""
@@ -486,4 +501,4 @@ def record_access(accesses: Mapping[TierStore, Collection[str]], at: datetime) -
             field="accesses",
             value=stores,
         )
-    return backend.touch([i for ids in accesses.values() for i in ids], at)
+    return backend.touch([i for store, ids in accesses.items() for i in store.owned(ids)], at)

@@ -20,7 +20,7 @@ __all__ = ["LexicalView"]
 
 @attrs.frozen
 class LexicalView:
-    """The full-text index of one store's scope, as it stood when the view was taken.
+    """The full-text index of one store's scope, looked up once for a unit of work.
 
     The index stays live (a write through the backend shows in later answers); take a new
     view per unit of work so that a write by another process is seen by the next one.

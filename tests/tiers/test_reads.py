@@ -162,6 +162,22 @@ class TestRecordAccess:
             expected = (1, AT) if item.id in chosen else (0, None)
             assert (item.access_count, item.last_accessed_at) == expected
 
+    def test_another_scopes_ids_are_not_counted(self, scopes):
+        """An id of another scope counts as missing: nothing of that scope changes."""
+        alpha, beta, _, ids = scopes
+        foreign = ids["beta"][:2]
+        assert alpha.record_access([*foreign, ids["alpha"][0]], AT) == 1
+        assert record_access({alpha: foreign}, AT) == 0
+        assert all(item.access_count == 0 for item in beta.list_all())
+
+    def test_local_ids_are_counted_in_their_own_scope(self, scopes):
+        """A local id means this store's item, as it does for every other read."""
+        alpha, beta, _, ids = scopes
+        local = alpha.get(ids["alpha"][0]).id.rsplit("/", 1)[1]
+        assert alpha.record_access([local], AT) == 1
+        assert alpha.get(ids["alpha"][0]).access_count == 1
+        assert all(item.access_count == 0 for item in beta.list_all())
+
     def test_stores_on_one_backend_share_one_write(self):
         """by_backend groups stores by backend object; record_access writes a group once."""
         shared = _TouchCounting(embedder=HashingEmbedder(dim=32))
