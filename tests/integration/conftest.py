@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import pytest
+import sqlalchemy as sa
 
 from agent_engine.testing.databases import postgres_schema
 
@@ -15,3 +19,19 @@ def sql_url(request, tmp_path):
     else:
         with postgres_schema() as url:
             yield url
+
+
+@contextmanager
+def statements(engine: sa.Engine, keep: Callable[[str], bool]) -> Iterator[list[str]]:
+    """The SQL statements ``keep`` accepts, sent while the block runs (an executemany once)."""
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, _parameters, _context, _executemany):
+        if keep(statement):
+            seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import sqlalchemy as sa
 
@@ -13,21 +12,12 @@ from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.task import TaskMemoryStore
 
+from .conftest import statements
 
-@contextmanager
-def _updates(engine: sa.Engine) -> Iterator[list[str]]:
+
+def _updates(engine: sa.Engine) -> AbstractContextManager[list[str]]:
     """The UPDATE statements sent while the block runs (an executemany counts once)."""
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, _parameters, _context, _executemany):
-        if statement.lstrip().upper().startswith("UPDATE"):
-            seen.append(statement.split()[1])
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
+    return statements(engine, lambda statement: statement.lstrip().upper().startswith("UPDATE"))
 
 
 class TestEraseRedaction:
@@ -43,7 +33,8 @@ class TestEraseRedaction:
             with _updates(backend.engine) as updates:
                 assert task.forget(*(source.id for source in sources)) == len(sources)
 
-            assert sorted(updates) == ["ae_audit_events", "ae_items"]
+            tables = sorted(update.split()[1] for update in updates)
+            assert tables == ["ae_audit_events", "ae_items"]
             (erase,) = backend.audit.events(actions=[AuditAction.ERASE])
             tokens = set(erase.item_ids)
             assert len(tokens) == len(sources)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import sqlalchemy as sa
 
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.memory.sql._meta import _BUMP_CHUNK, read_versions
 from agent_engine.models import ContextItem, Tier
+
+from .conftest import statements
 
 SCOPES = [
     ("project:p1", Tier.PROJECT),
@@ -28,20 +29,14 @@ def _versions(backend: SQLAlchemyBackend) -> dict[tuple[str, Tier], int]:
         return read_versions(connection, None, None)
 
 
-@contextmanager
-def _bumps(engine: sa.Engine) -> Iterator[list[str]]:
+def _bumps(engine: sa.Engine) -> AbstractContextManager[list[str]]:
     """The statements that write ``ae_scope_versions`` while the block runs."""
-    seen: list[str] = []
-
-    def record(_conn, _cursor, statement, _parameters, _context, _executemany):
-        if "ae_scope_versions" in statement and statement.lstrip().upper().startswith("INSERT"):
-            seen.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
+    return statements(
+        engine,
+        lambda statement: (
+            "ae_scope_versions" in statement and statement.lstrip().upper().startswith("INSERT")
+        ),
+    )
 
 
 class TestBumpVersions:
