@@ -321,6 +321,12 @@ class CurrentnessConfig:
                 value=(self.keyed, self.max_changes, self.filler),
             )
 
+    @property
+    def changes(self) -> tuple[int, int]:
+        """How many slots are updated and how many contradicted (each a question per budget)."""
+        updated = round(self.slots * self.updated)
+        return updated, min(self.slots - updated, round(self.slots * self.contradicted))
+
 
 @attrs.frozen
 class SlotHistory:
@@ -368,10 +374,13 @@ class Stream:
 
 def _changes(rng: random.Random, config: CurrentnessConfig) -> list[str | None]:
     """Per slot, how it changes (``None``: never), in exact shares of ``config.slots``."""
-    updated = round(config.slots * config.updated)
-    contradicted = min(config.slots - updated, round(config.slots * config.contradicted))
-    plan: list[str | None] = ["update"] * updated + ["contradiction"] * contradicted
-    plan += [None] * (config.slots - len(plan))
+    updated, contradicted = config.changes
+    unchanged = config.slots - updated - contradicted
+    plan: list[str | None] = [
+        *(["update"] * updated),
+        *(["contradiction"] * contradicted),
+        *([None] * unchanged),
+    ]
     rng.shuffle(plan)
     return plan
 
