@@ -8,9 +8,9 @@ new fact as a new memory; the old one is still there. This benchmark measures wh
 The stream (deterministic from a seed): *slots* (a subject and an attribute: the user's
 editor, the api service's indentation, Alice's city) each get a first fact; a share of them
 is later **updated** (a new value for the same slot: "prefers vim" -> "now prefers emacs") and
-another share **contradicted** (the fact negated: "always runs the linter in CI" -> "no longer
-runs the linter in CI"), some slots more than once. A share of the changed slots carries a
-slot key on every version, in the item's payload (``{"key": "preference:editor"}``;
+another share **contradicted** (what held last negated: "always run ruff in CI" -> "never
+run ruff in CI"), some slots more than once. A share of the changed slots carries a slot key
+on every version, in the item's payload (``{"key": "preference:user:editor"}``;
 :class:`~agent_engine.models.ContextItem` has no key field of its own), the others none, so
 keyed and unkeyed changes can be told apart once memory acts on keys. Filler memories from
 :mod:`agent_engine.bench.synthetic` are interleaved, and every item gets a timestamp in stream
