@@ -100,6 +100,46 @@ def _cost_table(cells: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _currentness_tables(currentness: dict[str, Any]) -> list[str]:
+    """Mode x budget rates, then the same per kind of change at the largest budget."""
+    stream, summary = currentness["stream"], currentness["summary"]
+    lines = [
+        (
+            f"{stream['changed_slots']} changed facts among {stream['items']:,} memories "
+            f"({stream['stable_slots']} facts never change; embedder {stream['embedder']}). "
+            "Per question about a changed fact: the current version is in the context "
+            "(current in), no older version is (stale out), both."
+        ),
+        "",
+        "| mode | budget | n | current in | stale out | both |",
+        "|---" * 6 + "|",
+    ]
+    for mode, budgets in summary.items():
+        for budget, groups in budgets.items():
+            rates = groups["overall"]
+            lines.append(
+                f"| {mode} | {budget} | {rates['n']} | {rates['current_included']:.3f} | "
+                f"{rates['stale_excluded']:.3f} | {rates['both']:.3f} |"
+            )
+    lines.append("")
+    largest = max(int(b) for budgets in summary.values() for b in budgets)
+    lines += [
+        f"By kind of change, within {largest} tokens:",
+        "",
+        "| mode | change | n | current in | stale out | both |",
+        "|---" * 6 + "|",
+    ]
+    for mode, budgets in summary.items():
+        for group, rates in budgets.get(str(largest), {}).items():
+            if group == "overall":
+                continue
+            lines.append(
+                f"| {mode} | {group} | {rates['n']} | {rates['current_included']:.3f} | "
+                f"{rates['stale_excluded']:.3f} | {rates['both']:.3f} |"
+            )
+    return [*lines, ""]
+
+
 def _plots(results: dict[str, Any], out: Path) -> list[str]:
     try:
         import matplotlib as mpl  # noqa: PLC0415 - optional dependency, only for plots
@@ -183,6 +223,12 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         ]
     if "cost" in results:
         lines += ["## Cost", "", *_cost_table(results["cost"])]
+    if "currentness" in results:
+        lines += [
+            "## Currentness: changed facts",
+            "",
+            *_currentness_tables(results["currentness"]),
+        ]
     lines += ["## Plots", "", *_plots(results, out), ""]
     report = out / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")

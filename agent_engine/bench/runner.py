@@ -13,6 +13,7 @@ import attrs
 
 from agent_engine.bench import cost as cost_suite
 from agent_engine.bench import locomo
+from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.quality import QualityConfig, run_quality
 from agent_engine.bench.report import write_report
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
@@ -20,7 +21,7 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersToken
 
 __all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost")
+PARTS = ("quality", "cost", "currentness")
 """The parts of the suite, in the order they run."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -34,13 +35,16 @@ class SuiteOptions:
     parts: frozenset[str] = frozenset(PARTS)
     data: Path | None = None
     out: Path = Path("bench-results")
-    embedder: str = "minilm"
+    embedder: str | None = None
+    """The embedder of every part that embeds; ``None``: each part's own default (MiniLM for
+    quality, the hashing embedder for currentness, which measures ranking, not semantics)."""
     counter: str = "model"
     conversations: tuple[int, ...] = tuple(range(10))
     quality: QualityConfig = attrs.field(factory=QualityConfig)
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
     backends: tuple[str, ...] = attrs.field(factory=cost_suite.default_backend_names)
     queries: int = 50
+    currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
 
 
 def _embedder(name: str) -> Embedder:
@@ -69,7 +73,7 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
     }
     if "quality" in options.parts:
         conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
-        embedder = _embedder(options.embedder)
+        embedder = _embedder(options.embedder or "minilm")
         counter = _counter(options.counter, embedder)
         results["meta"].update(
             {
@@ -91,6 +95,16 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         )
         results["cost"] = cost_suite.run_cost(
             options.sizes, options.backends, queries=options.queries, progress=advance
+        )
+    if "currentness" in options.parts:
+        embedder = _embedder(options.embedder or "hashing")
+        changed = len(options.currentness.modes) * sum(options.currentness.changes)
+        advance = progress("currentness (questions)", changed) if progress else None
+        results["currentness"] = run_currentness(
+            embedder,
+            counter=_counter(options.counter, embedder),
+            config=options.currentness,
+            progress=advance,
         )
     return write_report(results, options.out)
 
@@ -129,12 +143,15 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         nargs="*",
         type=_part,
         metavar="PART",
-        help=f"{', '.join(PARTS)} (default: both)",
+        help=f"{', '.join(PARTS)} (default: all)",
     )
     parser.add_argument("--data", type=Path, default=None, help="locomo10.json (or its folder)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument(
-        "--embedder", default="minilm", help="minilm, hashing, or a model name/path"
+        "--embedder",
+        default=None,
+        help="minilm, hashing, or a model name/path (default: minilm for quality, "
+        "hashing for currentness)",
     )
     parser.add_argument("--counter", default="model", choices=["model", "heuristic"])
     parser.add_argument("--conversations", default="0-9")
@@ -146,10 +163,24 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=",".join(cost_suite.default_backend_names()),
         help=f"comma-separated, of: {', '.join(cost_suite.backend_names())}",
     )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=CurrentnessConfig().slots,
+        help="currentness: facts (subject and attribute) in the stream",
+    )
+    parser.add_argument(
+        "--modes",
+        default=",".join(CurrentnessConfig().modes),
+        help=f"currentness, comma-separated, of: {', '.join(MODES)}",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.backends.split(",")) - set(cost_suite.backend_names()))
     if unknown:
         parser.error(f"unknown backend(s): {', '.join(unknown)}")
+    unknown = sorted(set(args.modes.split(",")) - set(MODES))
+    if unknown:
+        parser.error(f"unknown currentness mode(s): {', '.join(unknown)}")
     return SuiteOptions(
         parts=frozenset(args.parts or PARTS),
         data=args.data,
@@ -162,6 +193,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
+        currentness=CurrentnessConfig(slots=args.slots, modes=tuple(args.modes.split(","))),
     )
 
 

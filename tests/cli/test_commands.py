@@ -131,7 +131,7 @@ class TestHelp:
 
 class TestBenchArguments:
     def test_parts_may_be_left_out(self, cli, tmp_path):
-        """bench without naming a part runs both (here: fails on the missing data, not argv)."""
+        """bench without naming a part runs all (here: fails on the missing data, not argv)."""
         missing = tmp_path / "missing.json"
         result = cli("bench", "--data", str(missing), "--out", str(tmp_path / "out"))
         assert result.code == 1, result.err
@@ -146,4 +146,4 @@ class TestBenchArguments:
         """A part that does not exist is refused by the runner's parser (exit 2)."""
         result = cli("bench", "speed")
         assert result.code == 2
-        assert "'speed' is not a part of the suite (quality, cost)" in result.err
+        assert "'speed' is not a part of the suite (quality, cost, currentness)" in result.err

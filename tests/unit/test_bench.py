@@ -156,7 +156,7 @@ class TestRunnerArguments:
         assert "unknown backend(s): nope" in capsys.readouterr().err
 
     def test_parts_default_to_the_whole_suite(self, tmp_path):
-        """With no part named both run, so the quality part asks for its data first."""
+        """With no part named all run, so the quality part asks for its data first."""
         with pytest.raises(ValidationError, match="LoCoMo data not found"):
             main(["--data", str(tmp_path / "missing.json"), "--out", str(tmp_path / "out")])
 
@@ -165,7 +165,8 @@ class TestRunnerArguments:
         with pytest.raises(SystemExit) as exit_info:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
-        assert "'speed' is not a part of the suite (quality, cost)" in capsys.readouterr().err
+        message = "'speed' is not a part of the suite (quality, cost, currentness)"
+        assert message in capsys.readouterr().err
 
     def test_every_default_backend_has_a_factory(self):
         assert set(SuiteOptions().backends) <= set(backend_names())
