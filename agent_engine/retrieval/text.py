@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["STOPWORDS", "analyze", "light_stem"]
+__all__ = ["STOPWORDS", "analyze", "light_stem", "words"]
 
 _STOPWORD_TEXT = """
 a about above after again against all am an and any are aren't as at be because been before
@@ -73,10 +73,16 @@ def light_stem(word: str) -> str:
     return word
 
 
+def words(text: str) -> list[str]:
+    """The casefolded words of ``text`` in order, contractions kept whole (``don't``)."""
+    found: list[str] = _WORD.findall(text.casefold().replace("\u2019", "'"))
+    return found
+
+
 def analyze(text: str) -> list[str]:
     """Turn text into BM25 terms: casefolded words, no stopwords, light-stemmed."""
     terms: list[str] = []
-    for word in _WORD.findall(text.casefold().replace("\u2019", "'")):
+    for word in words(text):
         if word in STOPWORDS:
             continue
         head = word.split("'", 1)[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_engine.retrieval.text import STOPWORDS, analyze, light_stem
+from agent_engine.retrieval.text import STOPWORDS, analyze, light_stem, words
 
 
 class TestLightStem:
@@ -97,3 +97,18 @@ class TestAnalyze:
         """The list holds English function words and chat filler, not topic words."""
         assert {"the", "and", "i'm", "yeah", "wow"} <= STOPWORDS
         assert not {"painting", "deploy", "caroline"} & STOPWORDS
+
+
+class TestWords:
+    def test_keeps_stopwords_and_contractions_whole(self):
+        """Words come casefolded and in order, stopwords kept, curly apostrophes straightened."""
+        assert words("We DON\u2019T use it, do we?") == ["we", "don't", "use", "it", "do", "we"]
+
+    def test_analyze_is_words_without_stopwords_stemmed(self):
+        """analyze reads the same words, so the two never disagree on a tokenization."""
+        text = "Caroline isn't painting sunsets anymore"
+        assert (
+            analyze(text)
+            == [light_stem(word) for word in words(text) if word not in STOPWORDS]
+            == ["caroline", "paint", "sunset", "anymore"]
+        )
