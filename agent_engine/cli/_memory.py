@@ -51,7 +51,7 @@ from agent_engine.cli._output import (
 )
 from agent_engine.cli._settings import default_project, default_user, settings
 from agent_engine.cli._store import Access, Store, make_embedder, open_store
-from agent_engine.tiers.scope import parse_task_namespace
+from agent_engine.tiers import parse_task_namespace
 
 __all__ = ["app"]
 

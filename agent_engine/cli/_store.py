@@ -40,7 +40,7 @@ from agent_engine import (
     ValidationError,
 )
 from agent_engine.errors import UnknownBackendError
-from agent_engine.memory import registry
+from agent_engine.memory import OpenOptions, backend_for_scheme, backends, get_backend
 
 __all__ = [
     "DB_ENV",
@@ -104,7 +104,7 @@ class Store:
     def backend_name(self) -> str:
         """The class of the backend the URL opens (for an empty store: the one it would)."""
         if self.empty:
-            return registry.get_backend(self.kind).class_name
+            return get_backend(self.kind).class_name
         return type(self.backend).__name__
 
     def size_bytes(self) -> int | None:
@@ -154,7 +154,7 @@ def default_url() -> str:
 
 def url_forms() -> str:
     """The URL forms the registered backends open, for help texts and errors."""
-    *forms, last = [form for entry in registry.backends() for form in entry.urls] or ["none"]
+    *forms, last = [form for entry in backends() for form in entry.urls] or ["none"]
     return f"{', '.join(forms)} or {last}" if forms else last
 
 
@@ -168,7 +168,7 @@ def scheme_of(url: str) -> str:
         raise BackendUnavailableError(f"not a database URL: {url!r}; expected {url_forms()}")
     scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
     try:
-        registry.backend_for_scheme(scheme)
+        backend_for_scheme(scheme)
     except UnknownBackendError as exc:
         raise UnknownBackendError(
             f"unsupported database URL scheme {scheme!r} in {url!r}; expected {url_forms()}",
@@ -220,7 +220,7 @@ def locate(url: str | None, *, create: bool = False) -> Location:
             )
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)
-    return Location(target, scheme, registry.backend_for_scheme(scheme).name, path)
+    return Location(target, scheme, backend_for_scheme(scheme).name, path)
 
 
 def open_store(
@@ -239,13 +239,13 @@ def open_store(
     the SQL backend's (``None``: its default). The backend's registered opener opens it.
     """
     where = locate(url, create=access is Access.CREATE)
-    options = registry.OpenOptions(
+    options = OpenOptions(
         embedder=embedder,
         create=access is Access.CREATE,
         read_only=access is Access.READ,
         statement_timeout=statement_timeout,
     )
-    backend = registry.get_backend(where.kind).open(where.url, options)
+    backend = get_backend(where.kind).open(where.url, options)
     if backend is None:
         return _empty(where, embedder)
     return Store(where.url, backend, where.scheme, where.kind, where.path)

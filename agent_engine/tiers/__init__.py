@@ -10,6 +10,7 @@ from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
+from agent_engine.tiers.scope import parse_task_namespace
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 
@@ -25,5 +26,6 @@ __all__ = [
     "PromotionResult",
     "TaskMemoryStore",
     "TierStore",
+    "parse_task_namespace",
     "promote",
 ]
