@@ -13,6 +13,7 @@ PostgreSQL database for every project) without seeing, or learning anything of, 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -33,6 +34,7 @@ from agent_engine.memory.backend import (
 )
 from agent_engine.models import (
     AuditAction,
+    AuditEvent,
     ContextItem,
     Status,
     Tier,
@@ -405,13 +407,7 @@ class TierStore:
         """Store a copy promoted into this scope, journaled as one ``promote`` event."""
         self._check_scope([item])
         stored = self._as_stored(item)
-        with self.audit.journal(
-            AuditAction.PROMOTE,
-            self.tier,
-            self.namespace,
-            (stored.id,),
-            {**detail, "duplicate": False},
-        ):
+        with self._journal_promotion(stored.id, detail, duplicate=False):
             self.backend.add(stored)
         self._after_add()
         return stored
@@ -432,15 +428,21 @@ class TierStore:
             access_count=bump_count(current.access_count),
             last_accessed_at=self.clock(),
         )
-        with self.audit.journal(
+        with self._journal_promotion(current.id, detail, duplicate=True):
+            self.backend.update(boosted)
+        return boosted
+
+    def _journal_promotion(
+        self, item_id: str, detail: Mapping[str, Any], *, duplicate: bool
+    ) -> AbstractContextManager[AuditEvent]:
+        """The ``promote`` event of a copy stored here, or of this store's copy reinforced."""
+        return self.audit.journal(
             AuditAction.PROMOTE,
             self.tier,
             self.namespace,
-            (current.id,),
-            {**detail, "duplicate": True},
-        ):
-            self.backend.update(boosted)
-        return boosted
+            (item_id,),
+            {**detail, "duplicate": duplicate},
+        )
 
     def record_access(self, item_ids: Iterable[str], at: datetime) -> int:
         """Count one access at ``at`` of each of ``item_ids`` in one write; return how many exist.
