@@ -11,7 +11,8 @@ The tree::
     │   ├── FilterError                       a filter or order_by is malformed
     │   │   └── FilterTooLargeError           a filter is past the language's size limits
     │   ├── DimensionMismatchError            a vector has the wrong length
-    │   └── EmbedderMismatchError             a store's vectors were made by another model
+    │   ├── EmbedderMismatchError             a store's vectors were made by another model
+    │   └── LifecycleStateError               not possible in the item's state (pinned, history)
     ├── ItemNotFoundError (LookupError)       no item with that id (in that scope)
     ├── DuplicateItemError                    add() of an id that already exists
     ├── ConfirmationDeclined                  a high-risk write was not confirmed
@@ -45,6 +46,7 @@ __all__ = [
     "FilterTooLargeError",
     "IndexCorruptError",
     "ItemNotFoundError",
+    "LifecycleStateError",
     "QueryTimeoutError",
     "ReembedRequiredError",
     "SchemaVersionError",
@@ -112,6 +114,15 @@ class EmbedderMismatchError(ValidationError):
         super().__init__(message, field="embedder", value=given)
         self.stored = stored
         self.given = given
+
+
+class LifecycleStateError(ValidationError):
+    """An operation does not apply to an item in its lifecycle state.
+
+    Archiving a pinned item, restoring or editing a superseded version (history is read-only),
+    superseding an item by itself: ``field`` names the item's state field and ``value`` the
+    id. Nothing is changed.
+    """
 
 
 class ItemNotFoundError(AgentEngineError, LookupError):

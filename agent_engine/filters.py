@@ -32,7 +32,7 @@ import attrs
 
 from agent_engine import _validate
 from agent_engine.errors import FilterError, FilterTooLargeError
-from agent_engine.models import ContextItem, Status, Tier
+from agent_engine.models import ArchiveReason, ContextItem, Status, Tier
 
 __all__ = [
     "FIELDS",
@@ -99,6 +99,13 @@ FIELDS: Final[Mapping[str, FieldSpec]] = {
         FieldSpec("last_accessed_at", FieldKind.DATETIME, nullable=True),
         FieldSpec("expires_at", FieldKind.DATETIME, nullable=True),
         FieldSpec("tags", FieldKind.TAGS),
+        FieldSpec("key", FieldKind.STRING, nullable=True),
+        FieldSpec("version", FieldKind.NUMBER, max_int=_validate.MAX_COUNT),
+        FieldSpec("valid_from", FieldKind.DATETIME, nullable=True),
+        FieldSpec("valid_to", FieldKind.DATETIME, nullable=True),
+        FieldSpec("superseded_by", FieldKind.STRING, nullable=True),
+        FieldSpec("archived_at", FieldKind.DATETIME, nullable=True),
+        FieldSpec("archived_reason", FieldKind.ENUM, nullable=True, enum_type=ArchiveReason),
     )
 }
 """Every field a filter or ``order_by`` may name."""

@@ -32,6 +32,7 @@ from agent_engine._validate import MAX_COUNT, MAX_ID_LENGTH
 from agent_engine.errors import ValidationError
 
 __all__ = [
+    "ArchiveReason",
     "AuditAction",
     "AuditEvent",
     "ContextItem",
@@ -39,6 +40,8 @@ __all__ = [
     "MAX_COUNT",
     "MAX_ID_LENGTH",
     "MAX_ITEM_ID_LENGTH",
+    "MAX_MERGED_FROM",
+    "Origin",
     "Provenance",
     "Status",
     "Task",
@@ -53,6 +56,8 @@ __all__ = [
 
 MAX_ITEM_ID_LENGTH: Final = 1024
 """An item id may be longer: a tier store qualifies each id with its escaped namespace."""
+MAX_MERGED_FROM: Final = 32
+"""The most merged duplicates an item remembers: the first ones and the latest are kept."""
 
 _E = TypeVar("_E", bound=enum.StrEnum)
 _T = TypeVar("_T")
@@ -75,6 +80,27 @@ class Status(enum.StrEnum):
     CANDIDATE = "candidate"
     CONFIRMED = "confirmed"
     PINNED = "pinned"
+
+
+class ArchiveReason(enum.StrEnum):
+    """Why an item left the working set for the archive (see ``docs/lifecycle.md``).
+
+    Archiving is orthogonal to :class:`Status`: an archived item keeps its status, stays
+    searchable and can be restored; only an explicit forget deletes.
+    """
+
+    EVICTED = "evicted"
+    """The store was over its item limit and this item ranked lowest."""
+    EXPIRED = "expired"
+    """Its time to live (``expires_at``, or its kind's TTL) ran out."""
+    DECAYED = "decayed"
+    """Its importance, decayed with time since its last access, fell below the floor."""
+    STALE = "stale"
+    """Not accessed for long, and of low importance."""
+    COMPACTED = "compacted"
+    """The store was over its soft limit and compaction brought it down to its low mark."""
+    MANUAL = "manual"
+    """A user or agent archived it explicitly."""
 
 
 class TaskState(enum.StrEnum):
@@ -287,6 +313,54 @@ def _expires_at(value: object) -> datetime | None:
     return _optional_aware("expires_at", value)
 
 
+def _key(value: object) -> str | None:
+    return None if value is None else _identifier("key", value)
+
+
+def _version(value: object) -> int:
+    return _validate.integer("version", value, minimum=1, maximum=MAX_COUNT)
+
+
+def _valid_from(value: object) -> datetime | None:
+    return _optional_aware("valid_from", value)
+
+
+def _valid_to(value: object) -> datetime | None:
+    return _optional_aware("valid_to", value)
+
+
+def _superseded_by(value: object) -> str | None:
+    return None if value is None else _identifier("superseded_by", value, MAX_ITEM_ID_LENGTH)
+
+
+def _archived_at(value: object) -> datetime | None:
+    return _optional_aware("archived_at", value)
+
+
+def _archived_reason(value: object) -> ArchiveReason | None:
+    return None if value is None else _enum("archived_reason", ArchiveReason, value)
+
+
+def _merged_from(value: object) -> tuple[Origin, ...]:
+    origins = tuple(_validate.sequence("merged_from", value))
+    for origin in origins:
+        if not isinstance(origin, Origin):
+            raise ValidationError(
+                f"merged_from holds Origin values, got {type(origin).__name__}",
+                field="merged_from",
+                value=value,
+            )
+    if len(origins) > MAX_MERGED_FROM:
+        # The first duplicates say where the memory began, the latest that it still recurs.
+        half = MAX_MERGED_FROM // 2
+        origins = origins[:half] + origins[-(MAX_MERGED_FROM - half) :]
+    return origins
+
+
+def _origin_id(value: object) -> str:
+    return _identifier("id", value, MAX_ITEM_ID_LENGTH)
+
+
 def _project_id(value: object) -> str:
     return _identifier("project_id", value)
 
@@ -376,6 +450,21 @@ class Provenance:
     reason: str = attrs.field(default="", converter=_reason)
 
 
+@attrs.frozen
+class Origin:
+    """Where a duplicate merged into an item came from: its id, source, session and time."""
+
+    id: str = attrs.field(converter=_origin_id)
+    source: str = attrs.field(default="", converter=_source)
+    session: str = attrs.field(default="", converter=_session)
+    timestamp: datetime = attrs.field(factory=utcnow, converter=_timestamp)
+
+    @classmethod
+    def of(cls, item: ContextItem) -> Origin:
+        """The origin of ``item``."""
+        return cls(id=item.id, source=item.source, session=item.session, timestamp=item.timestamp)
+
+
 @attrs.frozen(eq=True)
 class ContextItem:
     """One unit of memory: a reasoning step, a tool output, a decision, a preference.
@@ -389,6 +478,14 @@ class ContextItem:
     of one session as a sequence, so an item's neighbours can lend it relevance.
     ``fingerprint`` is derived from the normalized text (or, without text, the payload) and
     is how duplicates are recognised; it is never passed in.
+
+    The rest is the item's lifecycle (``docs/lifecycle.md``). ``key`` names a slot (say
+    ``"preference:editor"``): a newer item of the same key in the same scope supersedes it.
+    ``version`` counts the item's content changes; ``valid_from``/``valid_to`` bound when this
+    version held (``valid_from`` ``None``: since its ``timestamp``; ``valid_to`` is set once
+    something superseded it, and ``superseded_by`` names what). ``archived_at`` and
+    ``archived_reason`` say the item left the working set for the archive, and why; it stays
+    searchable and restorable. ``merged_from`` lists the near-duplicates merged into it.
     """
 
     id: str = attrs.field(converter=_item_id)
@@ -410,10 +507,31 @@ class ContextItem:
     expires_at: datetime | None = attrs.field(default=None, converter=_expires_at)
     provenance: Provenance | None = attrs.field(default=None, converter=_provenance)
     fingerprint: str = attrs.field(init=False, eq=False)
+    key: str | None = attrs.field(default=None, converter=_key)
+    version: int = attrs.field(default=1, converter=_version)
+    valid_from: datetime | None = attrs.field(default=None, converter=_valid_from)
+    valid_to: datetime | None = attrs.field(default=None, converter=_valid_to)
+    superseded_by: str | None = attrs.field(default=None, converter=_superseded_by)
+    archived_at: datetime | None = attrs.field(default=None, converter=_archived_at)
+    archived_reason: ArchiveReason | None = attrs.field(default=None, converter=_archived_reason)
+    merged_from: tuple[Origin, ...] = attrs.field(default=(), converter=_merged_from)
 
     def __attrs_post_init__(self) -> None:
         basis = self.text if self.text.strip() else json.dumps(self.payload, sort_keys=True)
         object.__setattr__(self, "fingerprint", fingerprint_text(basis))
+        if self.valid_to is not None and self.valid_from and self.valid_to < self.valid_from:
+            raise ValidationError(
+                f"valid_to ({self.valid_to.isoformat()}) is before valid_from "
+                f"({self.valid_from.isoformat()})",
+                field="valid_to",
+                value=self.valid_to,
+            )
+        if (self.archived_at is None) != (self.archived_reason is None):
+            raise ValidationError(
+                "archived_at and archived_reason are set together (an archived item says why)",
+                field="archived_reason",
+                value=self.archived_reason,
+            )
 
     @classmethod
     def create(cls, kind: str, text: str = "", **fields: Any) -> ContextItem:
@@ -435,6 +553,34 @@ class ContextItem:
     def expired(self, now: datetime) -> bool:
         """Whether the item's time to live has run out at ``now``."""
         return self.expires_at is not None and self.expires_at <= now
+
+    @property
+    def valid_since(self) -> datetime:
+        """When this version began to hold: ``valid_from``, or the item's ``timestamp``."""
+        return self.valid_from if self.valid_from is not None else self.timestamp
+
+    def valid_at(self, at: datetime) -> bool:
+        """Whether this version held at ``at`` (written by then, and not yet superseded)."""
+        return (
+            self.timestamp <= at
+            and self.valid_since <= at
+            and (self.valid_to is None or self.valid_to > at)
+        )
+
+    @property
+    def archived(self) -> bool:
+        """Whether the item is in the archive (out of the working set, still searchable)."""
+        return self.archived_at is not None
+
+    @property
+    def superseded(self) -> bool:
+        """Whether a newer version or item replaced this one (it is history)."""
+        return self.valid_to is not None
+
+    @property
+    def current(self) -> bool:
+        """Whether the item is in the working set: neither archived nor superseded."""
+        return self.archived_at is None and self.valid_to is None
 
 
 @attrs.frozen
@@ -515,6 +661,24 @@ class AuditAction(enum.StrEnum):
     """Items were erased; the event names each by its erasure token, never by its id."""
     ABORT = "abort"
     """The mutation announced by the event named in ``detail["intent"]`` did not happen."""
+    ARCHIVE = "archive"
+    """Items left the working set for the archive; ``detail["reason"]`` says why."""
+    RESTORE = "restore"
+    """Archived items came back to the working set."""
+    SUPERSEDE = "supersede"
+    """A newer item or version replaced the items named; ``detail["by"]`` names it."""
+    MERGE = "merge"
+    """A near-duplicate was merged into the item named instead of being stored."""
+    CONFLICT = "conflict"
+    """A likely contradiction between the two items named was recorded."""
+    RESOLVE = "resolve"
+    """A recorded conflict was resolved; ``detail["keep"]`` names the item kept."""
+    DECAY = "decay"
+    """Importance decay was applied; the items named fell below the floor."""
+    COMPACT = "compact"
+    """Compaction ran; ``detail`` says what moved and why."""
+    CONFIRM = "confirm"
+    """Quarantined candidates were confirmed (or penalised: ``detail["penalised"]``)."""
 
 
 def _action(value: object) -> AuditAction:

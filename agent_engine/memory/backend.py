@@ -132,6 +132,8 @@ class MemoryBackend(Protocol):
       is stored. ``update`` is the way to change an item.
     * ``update``/``update_many`` replace whole items by id; an unknown id raises
       :class:`~agent_engine.errors.ItemNotFoundError` and nothing of the batch changes.
+    * ``write`` does both at once (how a tier store keeps an item's previous version while it
+      replaces it): all of it is stored, or, whatever went wrong, none of it.
     * ``get`` returns ``None`` for an unknown id; ``delete`` returns whether it removed
       something (deleting a missing id is not an error).
     * ``delete`` removes an item from every read; ``erase`` also removes every trace of it
@@ -182,6 +184,10 @@ class MemoryBackend(Protocol):
 
     def update_many(self, items: Iterable[ContextItem]) -> None:
         """Replace several stored items, all or none."""
+        ...
+
+    def write(self, *, add: Iterable[ContextItem] = (), update: Iterable[ContextItem] = ()) -> None:
+        """Store new items and replace stored ones, all or none, as one write."""
         ...
 
     def delete(self, item_id: str) -> bool:
@@ -334,6 +340,27 @@ class BaseBackend(abc.ABC):
     def _replace(self, items: list[ContextItem]) -> Written:
         """Replace stored items; raise ItemNotFoundError (changing none) if any id is unknown."""
 
+    def _insert_and_replace(
+        self, inserts: list[ContextItem], replaces: list[ContextItem]
+    ) -> Written:
+        """Insert new items and replace stored ones, all or none.
+
+        This default inserts, then replaces, and removes what it inserted if the replacement
+        fails; a backend with transactions overrides it to do both in one.
+        """
+        first = self._insert(inserts)
+        try:
+            second = self._replace(replaces)
+        except BaseException:
+            self._remove([item.id for item in inserts])
+            raise
+        versions = (
+            None
+            if first.versions is None or second.versions is None
+            else {**first.versions, **second.versions}
+        )
+        return Written(first.count + second.count, versions)
+
     @abc.abstractmethod
     def _remove(self, item_ids: list[str]) -> Written:
         """Remove items by id; report how many existed."""
@@ -416,14 +443,42 @@ class BaseBackend(abc.ABC):
         batch = _check_items(items, adding=False)
         if not batch:
             return
+        replaced = self._prepare_updates(batch)
+        written = self._replace(replaced)
+        self._lexical_changed(replaced, written)
+
+    def write(self, *, add: Iterable[ContextItem] = (), update: Iterable[ContextItem] = ()) -> None:
+        """Store new items and replace stored ones, all or none (see :class:`MemoryBackend`)."""
+        added = _check_items(add, adding=True)
+        updated = _check_items(update, adding=False)
+        both = {item.id for item in added} & {item.id for item in updated}
+        if both:
+            item_id = min(both)
+            raise ValidationError(
+                f"id {item_id!r} is both added and updated in one write", field="id", value=item_id
+            )
+        if not added or not updated:
+            self.add_many(added)
+            self.update_many(updated)
+            return
+        replaced = self._prepare_updates(updated)
+        missing = [i for i, item in enumerate(added) if item.embedding is None]
+        stored = self._embed(added, missing)
+        written = self._insert_and_replace(stored, replaced)
+        self._lexical_changed([*stored, *replaced], written)
+
+    def _prepare_updates(self, batch: list[ContextItem]) -> list[ContextItem]:
+        """``batch`` as it will be stored: every id must exist; stale vectors are remade.
+
+        An item whose text changed but that still carries the stored item's vector (what
+        ``attrs.evolve(item, text=...)`` gives) is re-embedded.
+        """
         stored = self._fetch([item.id for item in batch])
         for item in batch:
             if item.id not in stored:
                 raise ItemNotFoundError(item.id)
         stale = [i for i, item in enumerate(batch) if _needs_embedding(item, stored[item.id])]
-        replaced = self._embed(batch, stale)
-        written = self._replace(replaced)
-        self._lexical_changed(replaced, written)
+        return self._embed(batch, stale)
 
     def delete(self, item_id: str) -> bool:
         """Remove an item; return whether it existed."""

@@ -324,6 +324,17 @@ class FaissBackend(BaseBackend):
             self._index(self._as_stored(items, [item for item in items if item.embedding is None]))
             return Written(len(items))
 
+    def _insert_and_replace(
+        self, inserts: list[ContextItem], replaces: list[ContextItem]
+    ) -> Written:
+        """One write of the record store, then the index rows of both."""
+        with self._lock:
+            check_vectors([*inserts, *replaces], self._search_identity())
+            self.store.write(add=inserts, update=replaces)
+            fresh = [item for item in inserts if item.embedding is None]
+            self._index(self._as_stored([*inserts, *replaces], [*fresh, *replaces]))
+            return Written(len(inserts) + len(replaces))
+
     def _as_stored(self, items: list[ContextItem], unsure: list[ContextItem]) -> list[ContextItem]:
         """``items`` as the store keeps them, re-reading those whose vector it may have set.
 

@@ -89,10 +89,17 @@ class LexicalIndex:
     # ------------------------------------------------------------------ maintenance
 
     def upsert(self, items: Iterable[ContextItem]) -> None:
-        """Add or replace items (analysis happens here, once per write)."""
+        """Add or replace items (analysis happens here, once per write).
+
+        A superseded item (one with ``valid_to``) is history: it is dropped, never indexed,
+        so no lexical search or session neighbourhood returns it. Archived items stay: the
+        archive is searched like the working set.
+        """
         with self._lock:
             for item in items:
                 self._forget(item.id)
+                if item.valid_to is not None:
+                    continue
                 doc = _Doc(
                     Counter(analyze(item.text)),
                     item.session,

@@ -15,15 +15,20 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 
 from agent_engine import _validate
 from agent_engine._log import get_logger
 from agent_engine.embeddings import EmbedderIdentity
-from agent_engine.errors import DuplicateItemError, ItemNotFoundError, ValidationError
-from agent_engine.filters import Filter, FilterInput, OrderInput, parse_filter
+from agent_engine.errors import (
+    DuplicateItemError,
+    ItemNotFoundError,
+    LifecycleStateError,
+    ValidationError,
+)
+from agent_engine.filters import Filter, FilterInput, Order, OrderInput, parse_filter, parse_order
 from agent_engine.memory.backend import (
     DEFAULT_LIMIT,
     DEFAULT_ORDER,
@@ -33,6 +38,7 @@ from agent_engine.memory.backend import (
     item_batch,
 )
 from agent_engine.models import (
+    ArchiveReason,
     AuditAction,
     AuditEvent,
     ContextItem,
@@ -43,9 +49,20 @@ from agent_engine.models import (
     new_id,
     utcnow,
 )
+from agent_engine.tiers._lifecycle import (
+    ancestry,
+    content_changed,
+    history,
+    keep_lifecycle,
+    local_key,
+    previous_version,
+    superseded,
+    valid_at,
+)
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.lexical import LexicalView
 from agent_engine.tiers.scope import id_prefix, qualified, scoped_id
+from agent_engine.tiers.views import View, as_view, view_filter
 from agent_engine.tokens import DEFAULT_COUNTER
 
 __all__ = ["QueryVectors", "TierStore", "by_backend", "record_access"]
@@ -83,7 +100,8 @@ class TierStore:
         self.audit = audit if audit is not None else AuditLog(backend.audit, clock=clock)
         self.clock = clock
         self.scope = Filter().and_(parse_filter({"namespace": namespace, "tier": self.tier.value}))
-        self._pinned = self.scope.and_(parse_filter({"status": Status.PINNED.value}))
+        self._views = {view: self.scope.and_(view_filter(view)) for view in View}
+        self._pinned = self._views[View.WORKING].and_(parse_filter({"status": Status.PINNED.value}))
         self._log = get_logger(tier=self.tier.value, namespace=namespace)
 
     def __repr__(self) -> str:
@@ -215,20 +233,49 @@ class TierStore:
         filters: FilterInput = None,
         limit: int | None = DEFAULT_LIMIT,
         order_by: OrderInput = DEFAULT_ORDER,
+        *,
+        view: View | str = View.WORKING,
+        as_of: datetime | None = None,
     ) -> list[ContextItem]:
-        """Query this store's items (the filter language of ``docs/filters.md``)."""
-        return self.backend.query(self._scoped(filters), limit, order_by)
+        """Query this store's items (the filter language of ``docs/filters.md``).
 
-    def count(self, filters: FilterInput = None) -> int:
-        """Count this store's matching items."""
-        return self.backend.count(self._scoped(filters))
+        ``view``: which lifecycle states to see (the working set by default; see
+        :class:`~agent_engine.tiers.views.View`). ``as_of``: the versions that held at that
+        time instead, whatever they became since (archived or not; ``view`` is then unused).
+        """
+        if as_of is None:
+            return self.backend.query(self._scoped(filters, view), limit, order_by)
+        at = _validate.aware("as_of", as_of)
+        if limit is not None:
+            _validate.integer("limit", limit)
+        order = parse_order(order_by)
+        return valid_at(self._read, self._scoped(filters, View.ALL), limit, order, at)
 
-    def search(self, query: Query, k: int = 10, filters: FilterInput = None) -> list[SearchHit]:
-        """Semantic search within this store."""
-        return self.backend.search(query, k, self._scoped(filters))
+    def _read(self, where: Filter, limit: int | None, order: Order) -> list[ContextItem]:
+        return self.backend.query(where, limit, order)
+
+    def count(self, filters: FilterInput = None, *, view: View | str = View.WORKING) -> int:
+        """Count this store's matching items in ``view`` (the working set by default)."""
+        return self.backend.count(self._scoped(filters, view))
+
+    def search(
+        self,
+        query: Query,
+        k: int = 10,
+        filters: FilterInput = None,
+        *,
+        view: View | str = View.WORKING,
+    ) -> list[SearchHit]:
+        """Semantic search within this store's ``view`` (the working set by default)."""
+        return self.backend.search(query, k, self._scoped(filters, view))
 
     def search_text(
-        self, text: str, k: int = 10, *, vectors: QueryVectors | None = None
+        self,
+        text: str,
+        k: int = 10,
+        *,
+        vectors: QueryVectors | None = None,
+        view: View | str = View.WORKING,
     ) -> tuple[Vector, list[SearchHit]]:
         """Vector search for ``text`` with this store's embedder: the query vector and the hits.
 
@@ -244,7 +291,7 @@ class TierStore:
         vector = made if made is not None else self.backend.embed_query(text)
         if identity is not None and vectors is not None:
             vectors[identity, text] = vector  # without an embedder, embed_query raised
-        return vector, self.search(vector, k)
+        return vector, self.search(vector, k, view=view)
 
     @property
     def query_embedder(self) -> EmbedderIdentity | None:
@@ -255,25 +302,28 @@ class TierStore:
     def lexical(self) -> LexicalView:
         """The full-text index of this store's scope, looked up once (see :class:`LexicalView`).
 
+        It indexes what still holds: the working set and the archive, never superseded
+        versions (a build pages the archive in through it).
+
         Take one view per unit of work and ask it everything: on a persistent store each
         lookup reads the scope's change counter from the database.
         """
         return LexicalView(self.backend.lexical_index(self.scope))
 
     def pinned(self) -> list[ContextItem]:
-        """Every pinned item of this store, most important first (ties by id)."""
+        """Every pinned item of the working set, most important first (ties by id)."""
         return self.backend.query(self._pinned, None, "-importance")
 
-    def list_all(self) -> list[ContextItem]:
-        """Every item of this store, newest first."""
-        return self.query(None, limit=None)
+    def list_all(self, *, view: View | str = View.WORKING) -> list[ContextItem]:
+        """Every item of this store's ``view`` (the working set by default), newest first."""
+        return self.query(None, limit=None, view=view)
 
     def timeline(self) -> list[ContextItem]:
-        """Every item in the order it happened (timestamp, then the time-ordered id)."""
+        """The working set in the order it happened (timestamp, then the time-ordered id)."""
         return self.query(None, limit=None, order_by="+timestamp")
 
-    def _scoped(self, filters: FilterInput) -> Filter:
-        return self.scope.and_(parse_filter(filters))
+    def _scoped(self, filters: FilterInput, view: View | str = View.WORKING) -> Filter:
+        return self._views[as_view(view)].and_(parse_filter(filters))
 
     # ------------------------------------------------------------------ writes
 
@@ -294,12 +344,70 @@ class TierStore:
             return batch
         batch = [self._as_stored(item) for item in batch]
         self._refuse_legacy_duplicates(batch)
+        batch, displaced = self._take_slots(batch)
         ids = tuple(item.id for item in batch)
         with self.audit.journal(AuditAction.ADD, self.tier, self.namespace, ids):
-            self.backend.add_many(batch)
-        self._log.debug("items_added", count=len(batch))
+            if displaced:
+                with self._journal_supersession(displaced):
+                    self.backend.write(add=batch, update=displaced)
+            else:
+                self.backend.add_many(batch)
+        self._log.debug("items_added", count=len(batch), superseded=len(displaced))
         self._after_add()
         return batch
+
+    def _take_slots(self, batch: list[ContextItem]) -> tuple[list[ContextItem], list[ContextItem]]:
+        """Keyed items of ``batch`` take their slots: ``(batch, the items they supersede)``.
+
+        Each new item of a key supersedes the slot's current holder (working or archived)
+        and follows on from its version; within one batch, later items of a key supersede
+        earlier ones.
+        """
+        keys = [local_key(item.key, self.id_prefix) for item in batch]
+        if not any(keys):
+            return batch, []
+        batch = [
+            item if key == item.key else attrs.evolve(item, key=key)
+            for item, key in zip(batch, keys, strict=True)
+        ]
+        wanted = sorted({key for key in keys if key is not None})
+        holders: dict[str, ContextItem] = {}
+        for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
+            for held in self.query({"key": {"$in": chunk}}, limit=None, view=View.CURRENT):
+                holders[held.key or ""] = held
+        now = self.clock()
+        displaced: list[ContextItem] = []
+        placed: list[ContextItem] = []
+        batch_at: dict[str, int] = {}
+        for item in batch:
+            key = item.key
+            if key is None:
+                placed.append(item)
+                continue
+            taking = item
+            if key in batch_at:  # an earlier item of this batch held the slot
+                earlier = placed[batch_at[key]]
+                placed[batch_at[key]] = superseded(earlier, item.id, now)
+                taking = attrs.evolve(item, version=earlier.version + 1)
+            elif key in holders:
+                held = holders[key]
+                displaced.append(superseded(held, item.id, now))
+                taking = attrs.evolve(item, version=held.version + 1, valid_from=now)
+            batch_at[key] = len(placed)
+            placed.append(taking)
+        return placed, displaced
+
+    def _journal_supersession(
+        self, displaced: list[ContextItem]
+    ) -> AbstractContextManager[AuditEvent]:
+        """One ``supersede`` event for items a write replaces (``detail["by"]``: by what)."""
+        return self.audit.journal(
+            AuditAction.SUPERSEDE,
+            self.tier,
+            self.namespace,
+            tuple(item.id for item in displaced),
+            {"by": {item.id: item.superseded_by for item in displaced}},
+        )
 
     def _as_stored(self, item: ContextItem) -> ContextItem:
         """The item as this store writes it: its id qualified, its token cost counted.
@@ -334,12 +442,46 @@ class TierStore:
         """
         self._check_scope([item])
         current = self.require(item.id)
-        if item.id != current.id:
-            item = attrs.evolve(item, id=current.id)
+        if current.superseded:
+            raise LifecycleStateError(
+                f"item {current.id!r} is a superseded version: history is read-only",
+                field="valid_to",
+                value=current.id,
+            )
+        item = keep_lifecycle(attrs.evolve(item, id=current.id), current)
+        if item.key != current.key:
+            item = attrs.evolve(item, key=local_key(item.key, self.id_prefix))
         if item.body != current.body and item.token_cost == current.token_cost:
             item = attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
-        with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
-            self.backend.update(item)
+        if not content_changed(current, item):
+            with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
+                self.backend.update(item)
+            return item
+        return self._new_version(current, item)
+
+    def _new_version(self, current: ContextItem, item: ContextItem) -> ContextItem:
+        """Store ``item`` as the next version of ``current``, keeping ``current`` as history.
+
+        The item keeps its id (what callers hold); the previous version becomes a row of its
+        own, superseded by it, written in the same write. A key the new version takes
+        supersedes that slot's holder as an add would.
+        """
+        now = self.clock()
+        copy = previous_version(current, self.scoped_id(new_id()), now)
+        item = attrs.evolve(item, version=current.version + 1, valid_from=now)
+        displaced: list[ContextItem] = []
+        if item.key is not None and item.key != current.key:
+            holders = self.query({"key": item.key}, limit=None, view=View.CURRENT)
+            displaced = [superseded(held, item.id, now) for held in holders if held.id != item.id]
+        detail = {"version": item.version, "previous": copy.id}
+        with self.audit.journal(
+            AuditAction.UPDATE, self.tier, self.namespace, (item.id, copy.id), detail
+        ):
+            if displaced:
+                with self._journal_supersession(displaced):
+                    self.backend.write(add=[copy], update=[item, *displaced])
+            else:
+                self.backend.write(add=[copy], update=[item])
         return item
 
     def delete(self, item_id: str) -> bool:
@@ -349,16 +491,24 @@ class TierStore:
     def delete_many(
         self, item_ids: Iterable[str], *, action: AuditAction = AuditAction.DELETE
     ) -> int:
-        """Delete several of this store's items in one backend call; foreign ids are skipped."""
-        mine = tuple(item.id for item in self.get_many(item_ids))
-        if not mine:
+        """Delete several of this store's items in one backend call; return how many were here.
+
+        An item goes with its history (the versions superseded into it): deleting what a
+        memory says now deletes what it said before. Foreign and unknown ids are skipped.
+        """
+        found = self.get_many(item_ids)
+        if not found:
             return 0
+        mine = self._with_past(found)
         with self.audit.journal(action, self.tier, self.namespace, mine):
-            return self.backend.delete_many(mine)
+            self.backend.delete_many(mine)
+        return len(found)
 
     def forget(self, *item_ids: str, erase: bool = True) -> int:
         """Remove this store's items among ``item_ids``; return how many were here.
 
+        The only way anything stored is destroyed (eviction and aging archive). Each item
+        goes with its history: the versions its updates kept and the items it superseded.
         With ``erase`` (the default) no trace of them is left: the backend's ``erase`` removes
         their text, vectors and ids from every file it writes before this returns, and the
         journal keeps one ``erase`` event naming each item by a token (a salted digest whose
@@ -368,11 +518,20 @@ class TierStore:
         """
         if not erase:
             return self.delete_many(item_ids)
-        mine = tuple(item.id for item in self.get_many(item_ids))
-        if not mine:
+        found = self.get_many(item_ids)
+        if not found:
             return 0
+        mine = self._with_past(found)
         with self.audit.erasing(self.tier, self.namespace, mine) as tokens:
-            return self.backend.erase(mine, tokens=tokens)
+            self.backend.erase(mine, tokens=tokens)
+        return len(found)
+
+    def _with_past(self, items: list[ContextItem]) -> tuple[str, ...]:
+        """The ids of ``items`` and of every version superseded into them."""
+        return tuple(ancestry(items, self._superseded_by))
+
+    def _superseded_by(self, item_ids: list[str]) -> list[ContextItem]:
+        return self.query({"superseded_by": {"$in": item_ids}}, limit=None, view=View.ALL)
 
     def clear(self) -> int:
         """Remove every item of this store (and nothing of anyone else's)."""
@@ -380,6 +539,143 @@ class TierStore:
             removed = self.backend.clear(self.scope)
         self._log.info("store_cleared", removed=removed)
         return removed
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def archive(
+        self, *item_ids: str, reason: ArchiveReason | str = ArchiveReason.MANUAL
+    ) -> list[ContextItem]:
+        """Move items of the working set to the archive; return those moved.
+
+        Archived items leave every default read and the working-set count but stay searchable
+        (``view="archived"``/``"current"``), are paged back in by builds that match them, and
+        come back with :meth:`restore`. Items already archived are left as they are. An
+        unknown or foreign id raises :class:`~agent_engine.errors.ItemNotFoundError`; a pinned
+        item or a superseded version, :class:`~agent_engine.errors.LifecycleStateError`.
+        Either way nothing moves.
+        """
+        why = _archive_reason(reason)
+        items = self._require_all(item_ids)
+        for item in items:
+            if item.pinned:
+                raise LifecycleStateError(
+                    f"item {item.id!r} is pinned: unpin it before archiving it",
+                    field="status",
+                    value=item.id,
+                )
+            self._refuse_history(item, "archived")
+        return self.archive_items([item for item in items if not item.archived], why)
+
+    def archive_items(
+        self,
+        items: Sequence[ContextItem],
+        reason: ArchiveReason,
+        detail: Mapping[str, Any] | None = None,
+    ) -> list[ContextItem]:
+        """Archive ``items`` as just read from this store, in one journaled write.
+
+        The transition eviction and aging use (they chose the items already);
+        ``detail`` joins the ``archive`` event's (why each moved, say).
+        """
+        if not items:
+            return []
+        self._check_scope(items)
+        at = self.clock()
+        moved = [attrs.evolve(i, archived_at=at, archived_reason=reason) for i in items]
+        ids = tuple(item.id for item in moved)
+        event = {"reason": reason.value, **(detail or {})}
+        with self.audit.journal(AuditAction.ARCHIVE, self.tier, self.namespace, ids, event):
+            self.backend.update_many(moved)
+        self._log.info("archived", count=len(moved), reason=reason.value)
+        return moved
+
+    def restore(self, *item_ids: str) -> list[ContextItem]:
+        """Bring archived items back to the working set; return those restored.
+
+        Items that are not archived are left as they are. An unknown or foreign id raises
+        :class:`~agent_engine.errors.ItemNotFoundError`, a superseded version
+        :class:`~agent_engine.errors.LifecycleStateError`; nothing moves.
+        """
+        items = self._require_all(item_ids)
+        for item in items:
+            self._refuse_history(item, "restored")
+        back = [
+            attrs.evolve(item, archived_at=None, archived_reason=None)
+            for item in items
+            if item.archived
+        ]
+        if not back:
+            return []
+        ids = tuple(item.id for item in back)
+        with self.audit.journal(AuditAction.RESTORE, self.tier, self.namespace, ids):
+            self.backend.update_many(back)
+        return back
+
+    def supersede(self, old_id: str, new: ContextItem | str) -> ContextItem:
+        """Mark ``old_id`` as replaced by ``new``; return ``new`` as stored.
+
+        ``new`` is an item of this store (its id) or a new item built for it (stored here, in
+        the same write). The old item becomes history: out of every view but ``all``, never
+        selected by a build, listed by :meth:`history`. Superseding an item by itself, a
+        superseded version, or by a superseded version raises
+        :class:`~agent_engine.errors.LifecycleStateError`; nothing changes.
+        """
+        old = self.require(old_id)
+        self._refuse_history(old, "superseded again")
+        adding = isinstance(new, ContextItem)
+        if isinstance(new, ContextItem):
+            self._check_scope([new])
+            replacement = self._as_stored(new)
+            self._refuse_legacy_duplicates([replacement])
+        else:
+            replacement = self.require(new)
+            self._refuse_history(replacement, "a replacement")
+        if replacement.id == old.id:
+            raise LifecycleStateError(
+                f"item {old.id!r} cannot supersede itself", field="superseded_by", value=old.id
+            )
+        now = self.clock()
+        if adding and replacement.version <= old.version:
+            replacement = attrs.evolve(replacement, version=old.version + 1, valid_from=now)
+        displaced = [superseded(old, replacement.id, now)]
+        with self._journal_supersession(displaced):
+            if adding:
+                with self.audit.journal(
+                    AuditAction.ADD, self.tier, self.namespace, (replacement.id,)
+                ):
+                    self.backend.write(add=[replacement], update=displaced)
+            else:
+                self.backend.update_many(displaced)
+        if adding:
+            self._after_add()
+        return replacement
+
+    def history(self, item_id: str) -> list[ContextItem]:
+        """Every version of the item, oldest first: what it replaced, it, and what replaced it.
+
+        Versions its updates kept and items it superseded (explicitly or by key) come before
+        it; what superseded it comes after. An unknown or foreign id raises
+        :class:`~agent_engine.errors.ItemNotFoundError`.
+        """
+        return history(self.require(item_id), self.get, self._superseded_by)
+
+    def _require_all(self, item_ids: Iterable[str]) -> list[ContextItem]:
+        """This store's items of ``item_ids``, or :class:`ItemNotFoundError` for the first not."""
+        asked = [_validate.text("id", i) for i in _validate.sequence("item_ids", item_ids)]
+        found = self._resolve(asked)
+        for item_id in asked:
+            if item_id not in found:
+                raise ItemNotFoundError(item_id, namespace=self.namespace)
+        return list({found[i].id: found[i] for i in asked}.values())
+
+    @staticmethod
+    def _refuse_history(item: ContextItem, what: str) -> None:
+        if item.superseded:
+            raise LifecycleStateError(
+                f"item {item.id!r} is a superseded version (history) and cannot be {what}",
+                field="valid_to",
+                value=item.id,
+            )
 
     def pin(self, item_id: str) -> ContextItem:
         """Pin an item: always offered to the prompt first and never evicted."""
@@ -390,7 +686,12 @@ class TierStore:
         return self._set_status(item_id, Status.CONFIRMED, AuditAction.UNPIN)
 
     def _set_status(self, item_id: str, status: Status, action: AuditAction) -> ContextItem:
-        item = attrs.evolve(self.require(item_id), status=status)
+        current = self.require(item_id)
+        self._refuse_history(current, f"given status {status.value}")
+        item = attrs.evolve(current, status=status)
+        if status is Status.PINNED and item.archived:
+            # Pinned means "in whenever it fits": it cannot stay paged out.
+            item = attrs.evolve(item, archived_at=None, archived_reason=None)
         with self.audit.journal(action, self.tier, self.namespace, (item.id,)):
             self.backend.update(item)
         return item
@@ -427,6 +728,9 @@ class TierStore:
             importance=min(1.0, current.importance + boost),
             access_count=bump_count(current.access_count),
             last_accessed_at=self.clock(),
+            # Promoted again, so in use again: an archived copy comes back to the working set.
+            archived_at=None,
+            archived_reason=None,
         )
         with self._journal_promotion(current.id, detail, duplicate=True):
             self.backend.update(boosted)
@@ -504,3 +808,13 @@ def record_access(accesses: Mapping[TierStore, Collection[str]], at: datetime) -
             value=stores,
         )
     return backend.touch([i for store, ids in accesses.items() for i in store.owned(ids)], at)
+
+
+def _archive_reason(value: object) -> ArchiveReason:
+    try:
+        return ArchiveReason(cast("str", value))
+    except ValueError:
+        allowed = ", ".join(reason.value for reason in ArchiveReason)
+        raise ValidationError(
+            f"reason must be one of {allowed}; got {value!r}", field="reason", value=value
+        ) from None

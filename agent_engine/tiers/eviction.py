@@ -1,7 +1,8 @@
-"""Choosing what project memory forgets when it grows past its limit.
+"""Choosing what project memory pages out when its working set grows past its limit.
 
-A policy only *chooses*; the store deletes the chosen ids in one backend call. Pinned items
-are never chosen. Global memory is never evicted automatically.
+A policy only *chooses* among the working set (a store's default reads); the store moves the
+chosen ids to the archive in one backend call. Pinned items are never chosen. Global memory
+is never evicted automatically.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Decisions, conventions, failures with their lessons, patterns and project-level preferences
 (seed 002 section 3). Isolated per project: one backend can hold every project, and a store
-for project A never sees B. Over ``max_items`` it evicts through a pluggable policy in one
-batched delete, never touching pinned items.
+for project A never sees B. Its working set is bounded: over ``max_items`` it evicts through a
+pluggable policy to the archive in one batched write, never touching pinned items and never
+deleting (``docs/lifecycle.md``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
-from agent_engine.models import AuditAction, ContextItem, Tier, utcnow
+from agent_engine.models import ArchiveReason, ContextItem, Tier, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
@@ -121,14 +122,24 @@ class ProjectMemoryStore(TierStore):
         return self.query(filters, limit=limit)
 
     def evict(self) -> int:
-        """Apply the eviction policy now; return how many items were evicted."""
+        """Apply the eviction policy now; return how many items it moved to the archive.
+
+        Eviction pages out of the working set, never deletes: evicted items stay searchable,
+        builds page them back in when they match, and :meth:`restore` brings them back.
+        """
         if self.max_items is None:
             return 0
         count = self.count()
         if count <= self.max_items:
             return 0
-        victims = self.eviction.select(self, count, self.max_items)
-        evicted = self.delete_many(victims, action=AuditAction.EVICT)
+        victims = self.get_many(self.eviction.select(self, count, self.max_items))
+        evicted = len(
+            self.archive_items(
+                [item for item in victims if item.current and not item.pinned],
+                ArchiveReason.EVICTED,
+                {"max_items": self.max_items},
+            )
+        )
         if count - evicted > self.max_items:
             self._log.warning(
                 "eviction_short",

@@ -56,6 +56,14 @@ def _rows():
             "expires_at": base + 1_000_000 * (n % 1000) if expiring[n] else None,
             "provenance": None,
             "fingerprint": f"{n:032x}",
+            "key": None,
+            "version": 1,
+            "valid_from": None,
+            "valid_to": None,
+            "superseded_by": None,
+            "archived_at": None,
+            "archived_reason": None,
+            "merged_from": "[]",
         }
 
 

@@ -21,7 +21,7 @@ def actions(backend, namespace):
 
 class TestJournal:
     def test_every_mutation_is_recorded(self, backend, clock):
-        """add, update, pin, unpin, delete, promote, evict and clear each leave an event."""
+        """add, update, pin, unpin, delete, promote, eviction and clear each leave an event."""
         task = TaskMemoryStore("t", backend, clock=clock)
         project = ProjectMemoryStore("p", backend, max_items=3, clock=clock)
         item = project.add_decision("d0", importance=0.1)
@@ -43,9 +43,9 @@ class TestJournal:
             AuditAction.ADD,
             AuditAction.ADD,
             AuditAction.ADD,
-            AuditAction.EVICT,
+            AuditAction.ARCHIVE,
             AuditAction.ADD,
-            AuditAction.EVICT,
+            AuditAction.ARCHIVE,
             AuditAction.CLEAR,
         ]
 

@@ -22,7 +22,7 @@ def journal_text(store) -> str:
 
 class TestForget:
     def test_forget_erases_and_names_the_item_by_token(self, backend, clock):
-        """The item is gone; its events (add, update, pin) and the erase event share one token."""
+        """The item and its previous version are gone; their events name them by token only."""
         project = ProjectMemoryStore("p", backend, clock=clock)
         item = project.add_decision("use integer cents")
         project.update(attrs.evolve(item, text="use integer cents everywhere"))
@@ -41,9 +41,11 @@ class TestForget:
             AuditAction.ADD,
             AuditAction.ERASE,
         ]
-        (token,) = events[-1].item_ids
+        token, previous = events[-1].item_ids
         assert token.startswith("erased:")
-        assert [event.item_ids for event in events[:3]] == [(token,)] * 3
+        assert previous.startswith("erased:")
+        assert [event.item_ids for event in events[:3]] == [(token,), (token, previous), (token,)]
+        assert project.count(view="all") == 1
         assert events[3].item_ids == (other.id,)
         assert events[-1].detail == {}
 

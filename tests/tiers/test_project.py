@@ -5,16 +5,22 @@ from __future__ import annotations
 import pytest
 
 from agent_engine import AuditAction, InMemoryBackend, Status, ValidationError
+from agent_engine.models import ArchiveReason
 from agent_engine.tiers.eviction import LowestImportanceOldest
 from agent_engine.tiers.project import ProjectMemoryStore
 
 
 class CountingBackend(InMemoryBackend):
-    """The real in-memory backend, counting the delete calls it receives."""
+    """The real in-memory backend, counting the delete and update calls it receives."""
 
     def __init__(self):
         super().__init__()
         self.delete_calls = 0
+        self.update_calls = 0
+
+    def update_many(self, items):
+        self.update_calls += 1
+        return super().update_many(items)
 
     def delete_many(self, item_ids):
         self.delete_calls += 1
@@ -89,17 +95,22 @@ class TestEviction:
         assert store.evict() == 0
 
     def test_eviction_is_one_batch_and_journaled(self, clock):
-        """Eviction deletes through one backend call and is recorded as an evict event."""
+        """Eviction archives through one backend call, journaled with its reason; no delete."""
         backend = CountingBackend()
         store = ProjectMemoryStore("p", backend, max_items=50, clock=clock)
         self.fill(store, 50)
-        backend.delete_calls = 0
+        backend.delete_calls = backend.update_calls = 0
         store.add_decision("one too many", importance=1.0)
-        assert backend.delete_calls == 1
+        assert (backend.delete_calls, backend.update_calls) == (0, 1)
         assert store.count() == 46
-        events = backend.audit.events(namespace=store.namespace, actions=[AuditAction.EVICT])
+        assert store.count(view="archived") == 5
+        assert backend.count() == 51
+        events = backend.audit.events(namespace=store.namespace, actions=[AuditAction.ARCHIVE])
         assert len(events) == 1
         assert len(events[0].item_ids) == 5
+        assert events[0].detail == {"reason": "evicted", "max_items": 50}
+        archived = store.get_many(events[0].item_ids)
+        assert {item.archived_reason for item in archived} == {ArchiveReason.EVICTED}
 
     def test_custom_policy(self, backend, clock):
         """A pluggable policy decides what goes."""

@@ -72,6 +72,12 @@ class TestLayout:
             "last_accessed_at",
             "expires_at",
             "provenance",
+            "key",
+            "valid_from",
+            "valid_to",
+            "superseded_by",
+            "archived_at",
+            "archived_reason",
         }
         assert [column.name for column in items.primary_key.columns] == ["id"]
 

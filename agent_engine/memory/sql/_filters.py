@@ -34,7 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from agent_engine import _validate
-from agent_engine.filters import Condition, FieldKind, Filter, Op, Order
+from agent_engine.filters import FIELDS, Condition, FieldKind, Filter, Op, Order
 from agent_engine.memory.sql._rows import encode_time
 from agent_engine.memory.sql._schema import item_tags, items
 
@@ -46,7 +46,7 @@ SHORT_TAG_LIST: Final = 4
 At five tags PostgreSQL already plans the probes for 5 ms, at six for 60 ms."""
 
 _COMPARISONS = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE: operator.le}
-_NULLABLE_ORDER = frozenset({"token_cost", "last_accessed_at", "expires_at"})
+_NULLABLE_ORDER = frozenset(name for name, spec in FIELDS.items() if spec.nullable)
 _ARRAY_TYPES: Final[dict[FieldKind, sa.types.TypeEngine[Any]]] = {
     FieldKind.STRING: postgresql.ARRAY(sa.Text()),
     FieldKind.ENUM: postgresql.ARRAY(sa.Text()),

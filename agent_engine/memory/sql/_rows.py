@@ -27,7 +27,7 @@ import attrs
 import numpy as np
 import sqlalchemy as sa
 
-from agent_engine.models import MAX_ITEM_ID_LENGTH, ContextItem, Provenance, Vector
+from agent_engine.models import MAX_ITEM_ID_LENGTH, ContextItem, Origin, Provenance, Vector
 from agent_engine.serde import from_dict, to_dict
 
 __all__ = [
@@ -99,6 +99,14 @@ def _decode_provenance(value: str) -> Provenance:
     return from_dict(Provenance, json.loads(value))
 
 
+def _encode_origins(value: tuple[Origin, ...]) -> str:
+    return encode_json([to_dict(origin) for origin in value])
+
+
+def _decode_origins(value: str) -> tuple[Origin, ...]:
+    return tuple(from_dict(Origin, entry) for entry in json.loads(value)) if value != "[]" else ()
+
+
 _TAG_TUPLES: dict[str, tuple[str, ...]] = {"[]": ()}
 _TAG_TUPLES_KEPT = 4096
 
@@ -136,6 +144,8 @@ _BY_NAME: dict[str, _Rule] = {
     "payload": _Rule(sa.Text(), encode_json, _decode_payload),
     "embedding": _Rule(sa.LargeBinary(), encode_vector, _decode_vector),
     "provenance": _Rule(sa.Text(), _encode_provenance, _decode_provenance),
+    "superseded_by": _Rule(text_type(MAX_ITEM_ID_LENGTH)),
+    "merged_from": _Rule(sa.Text(), _encode_origins, _decode_origins),
 }
 """The fields whose column or codec their type does not decide."""
 

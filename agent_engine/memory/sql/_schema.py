@@ -60,6 +60,17 @@ sa.Index(
 )
 sa.Index("ix_ae_items_expires_at", items.c.expires_at)
 sa.Index("ix_ae_items_fingerprint", items.c.fingerprint)
+# The lifecycle's reads: a scope's slot, an item's history, and a scope's working set by time
+# (the archive's rows are skipped by the index, not row by row).
+sa.Index("ix_ae_items_namespace_key", items.c.namespace, items.c.key)
+sa.Index("ix_ae_items_superseded_by", items.c.superseded_by)
+sa.Index(
+    "ix_ae_items_namespace_archived_at_timestamp",
+    items.c.namespace,
+    items.c.archived_at,
+    items.c.timestamp,
+    items.c.id,
+)
 
 item_tags = sa.Table(
     "ae_item_tags",

@@ -267,7 +267,7 @@ class SQLAlchemyBackend(BaseBackend):
         statement = (
             items.update()
             .where(
-                items.c.id == sa.bindparam("key"),
+                items.c.id == sa.bindparam("old_id"),
                 items.c.text == sa.bindparam("was_text"),
                 items.c.kind == sa.bindparam("was_kind"),
                 items.c.fingerprint == sa.bindparam("was_fingerprint"),
@@ -276,7 +276,7 @@ class SQLAlchemyBackend(BaseBackend):
         )
         rows = [
             {
-                "key": item.id,
+                "old_id": item.id,
                 "was_text": item.text,
                 "was_kind": item.kind,
                 "was_fingerprint": item.fingerprint,
@@ -380,20 +380,22 @@ class SQLAlchemyBackend(BaseBackend):
     # ------------------------------------------------------------------ primitives
 
     def _insert(self, batch: list[ContextItem]) -> Written:
-        rows = [item_row(item) for item in batch]
-        tags = tag_rows(batch)
-        ids = [item.id for item in batch]
+        return self._insert_and_replace(batch, [])
+
+    def _insert_and_replace(
+        self, inserts: list[ContextItem], replaces: list[ContextItem]
+    ) -> Written:
+        """Insert and replace in one transaction: all of it commits, or none of it."""
+        ids = [item.id for item in inserts]
 
         def work(connection: sa.Connection) -> ScopeVersions:
-            self._guard_vectors(connection, batch)
-            existing = _existing(connection, ids)
-            if existing:
-                raise DuplicateItemError(next(i for i in ids if i in existing))
-            self._bulk_insert(connection, rows, tags)
-            return bump_versions(connection, ((row["namespace"], row["tier"]) for row in rows))
+            scopes = self._insert_in(connection, inserts)
+            if replaces:
+                scopes += self._replace_in(connection, replaces)
+            return bump_versions(connection, scopes)
 
         try:
-            return Written(len(batch), self._write(work))
+            return Written(len(inserts) + len(replaces), self._write(work))
         except exc.IntegrityError as error:
             # Another process stored one of these ids between our check and our insert.
             existing = self._read(lambda connection: _existing(connection, ids))
@@ -402,6 +404,21 @@ class SQLAlchemyBackend(BaseBackend):
             raise BackendError(
                 f"database error: {error.orig}", backend="SQLAlchemyBackend"
             ) from error
+
+    def _insert_in(
+        self, connection: sa.Connection, batch: list[ContextItem]
+    ) -> list[tuple[str, str]]:
+        """Insert ``batch`` (every id new); return the scopes written."""
+        if not batch:
+            return []
+        rows = [item_row(item) for item in batch]
+        ids = [item.id for item in batch]
+        self._guard_vectors(connection, batch)
+        existing = _existing(connection, ids)
+        if existing:
+            raise DuplicateItemError(next(i for i in ids if i in existing))
+        self._bulk_insert(connection, rows, tag_rows(batch))
+        return [(row["namespace"], row["tier"]) for row in rows]
 
     def _bulk_insert(
         self, connection: sa.Connection, rows: list[dict[str, Any]], tags: list[dict[str, str]]
@@ -434,31 +451,35 @@ class SQLAlchemyBackend(BaseBackend):
         return {row.id: row_item(row) for row in self._read(work)}
 
     def _replace(self, batch: list[ContextItem]) -> Written:
+        def work(connection: sa.Connection) -> ScopeVersions:
+            return bump_versions(connection, self._replace_in(connection, batch))
+
+        return Written(len(batch), self._write(work))
+
+    def _replace_in(
+        self, connection: sa.Connection, batch: list[ContextItem]
+    ) -> list[tuple[str, str]]:
+        """Replace stored items (every id stored); return the scopes left and entered."""
         ids = [item.id for item in batch]
         rows = []
         for item in batch:
             row = item_row(item)
-            row["key"] = row.pop("id")
+            row["old_id"] = row.pop("id")
             rows.append(row)
         tags = tag_rows(batch)
-        statement = items.update().where(items.c.id == sa.bindparam("key"))
-
-        def work(connection: sa.Connection) -> ScopeVersions:
-            # Locked as read (on PostgreSQL): the scopes left are the ones these rows were in.
-            before = _scopes(connection, ids)
-            missing = next((i for i in ids if i not in before), None)
-            if missing is not None:
-                raise ItemNotFoundError(missing)
-            self._guard_vectors(connection, batch)
-            connection.execute(statement, rows)
-            for chunk in _chunks(ids):
-                connection.execute(item_tags.delete().where(item_tags.c.item_id.in_(chunk)))
-            if tags:
-                connection.execute(item_tags.insert(), tags)
-            after = [(row["namespace"], row["tier"]) for row in rows]
-            return bump_versions(connection, [*before.values(), *after])
-
-        return Written(len(batch), self._write(work))
+        statement = items.update().where(items.c.id == sa.bindparam("old_id"))
+        # Locked as read (on PostgreSQL): the scopes left are the ones these rows were in.
+        before = _scopes(connection, ids)
+        missing = next((i for i in ids if i not in before), None)
+        if missing is not None:
+            raise ItemNotFoundError(missing)
+        self._guard_vectors(connection, batch)
+        connection.execute(statement, rows)
+        for chunk in _chunks(ids):
+            connection.execute(item_tags.delete().where(item_tags.c.item_id.in_(chunk)))
+        if tags:
+            connection.execute(item_tags.insert(), tags)
+        return [*before.values(), *((row["namespace"], row["tier"]) for row in rows)]
 
     def _remove(self, item_ids: list[str]) -> Written:
         return self._write(lambda connection: self._remove_in(connection, item_ids))
