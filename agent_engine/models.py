@@ -11,6 +11,7 @@ as a corrupt row or a confusing ranking.
 
 from __future__ import annotations
 
+import copy
 import enum
 import hashlib
 import json
@@ -52,6 +53,7 @@ __all__ = [
     "fingerprint_text",
     "new_id",
     "utcnow",
+    "with_archive_mark",
 ]
 
 MAX_ITEM_ID_LENGTH: Final = 1024
@@ -581,6 +583,30 @@ class ContextItem:
     def current(self) -> bool:
         """Whether the item is in the working set: neither archived nor superseded."""
         return self.archived_at is None and self.valid_to is None
+
+
+def with_archive_mark(
+    item: ContextItem, at: datetime | None, reason: ArchiveReason | str | None
+) -> ContextItem:
+    """``item`` archived at ``at`` for ``reason`` (both ``None``: back in the working set).
+
+    Only the mark is checked: every other field is the item's own, validated when it was
+    built, so this is a copy with two fields set rather than :func:`attrs.evolve`, which
+    re-runs every converter (payload canonicalisation, vector checks, the fingerprint). Moving
+    a hundred thousand items to the archive then costs their copies, not a second validation.
+    """
+    when = _archived_at(at)
+    why = _archived_reason(reason)
+    if (when is None) != (why is None):
+        raise ValidationError(
+            "archived_at and archived_reason are set together (an archived item says why)",
+            field="archived_reason",
+            value=reason,
+        )
+    marked = copy.copy(item)
+    object.__setattr__(marked, "archived_at", when)
+    object.__setattr__(marked, "archived_reason", why)
+    return marked
 
 
 @attrs.frozen
