@@ -74,6 +74,7 @@ from agent_engine.models import (
     TierShares,
 )
 from agent_engine.serde import from_dict, to_dict
+from agent_engine.tiers.aging import AgingPolicy, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
@@ -133,12 +134,14 @@ else:
 
 __all__ = [
     "AgentEngineError",
+    "AgingPolicy",
     "AssemblerConfig",
     "AuditAction",
     "AuditEvent",
     "AuditLog",
     "BackendError",
     "BackendUnavailableError",
+    "CompactionReport",
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",

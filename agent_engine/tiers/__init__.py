@@ -4,6 +4,7 @@ The top-level package re-exports all of it; this is the tiers' own front door fo
 imports by layer.
 """
 
+from agent_engine.tiers.aging import AgingPolicy, CompactionMove, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
@@ -15,7 +16,10 @@ from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 
 __all__ = [
+    "AgingPolicy",
     "AuditLog",
+    "CompactionMove",
+    "CompactionReport",
     "Confirm",
     "ConfirmationRequest",
     "EvictionPolicy",
