@@ -631,7 +631,7 @@ class BaseBackend(abc.ABC):
         self, item_ids: list[str], at: datetime | None, reason: ArchiveReason | None
     ) -> int:
         """Default archive marking: read, mark and replace (backends override in one statement)."""
-        marked = [with_archive_mark(item, at, reason) for item in self._fetch(item_ids).values()]
+        marked = with_archive_mark(self._fetch(item_ids).values(), at, reason)
         if marked:
             self._replace(marked)
         return len(marked)

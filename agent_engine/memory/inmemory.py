@@ -185,8 +185,8 @@ class InMemoryBackend(BaseBackend):
         # The mark changes neither an item's namespace, status nor vector: no index moves.
         with self._lock:
             found = [self._items[item_id] for item_id in item_ids if item_id in self._items]
-            for item in found:
-                self._items[item.id] = with_archive_mark(item, at, reason)
+            for item in with_archive_mark(found, at, reason):
+                self._items[item.id] = item
             return len(found)
 
     def _stored_identity(self) -> EmbedderIdentity | None:

@@ -36,7 +36,7 @@ import math
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import attrs
 
@@ -64,7 +64,7 @@ RESISTANCE_PER_ACCESS: Final = 0.05
 """Each read adds this much resistance, up to 1 (ten reads: decay by time alone)."""
 SCAN_PAGE: Final = 10_000
 """Items read per query while planning: memory stays bounded whatever the store's size."""
-APPLY_BATCH: Final = 2_000
+APPLY_BATCH: Final = 5_000
 """Items moved per journaled write when a plan is applied."""
 PREVIEW: Final = 80
 """Characters of an item's text a move keeps, to show what it is."""
@@ -454,6 +454,44 @@ def _pages(store: TierStore, size: int) -> Iterator[list[ContextItem]]:
         after, seen = (last.timestamp, last.id), sum(i.timestamp == last.timestamp for i in page)
 
 
+class _Candidate(NamedTuple):
+    """An item the soft limit may move: its rank first (lowest decayed, oldest, id).
+
+    Then what its move would say. A tuple rather than a :class:`CompactionMove`, as most of
+    a large store is a candidate and most candidates stay.
+    """
+
+    decayed: float
+    touched: datetime
+    id: str
+    kind: str
+    importance: float
+    idle_days: float
+    age_days: float
+    access_count: int
+    last_accessed_at: datetime | None
+    expires_at: datetime | None
+    preview: str
+
+    def move(self, policy: AgingPolicy, reason: ArchiveReason) -> CompactionMove:
+        """This candidate moved for ``reason``."""
+        ttl = policy.ttl_of(self.kind)
+        return CompactionMove(
+            id=self.id,
+            kind=self.kind,
+            reason=reason,
+            importance=self.importance,
+            decayed=self.decayed,
+            idle_days=self.idle_days,
+            age_days=self.age_days,
+            ttl_days=None if ttl is None else ttl / DAY,
+            access_count=self.access_count,
+            last_accessed_at=self.last_accessed_at,
+            expires_at=self.expires_at,
+            preview=self.preview,
+        )
+
+
 def plan_compaction(
     store: TierStore,
     policy: AgingPolicy,
@@ -465,15 +503,15 @@ def plan_compaction(
 ) -> CompactionReport:
     """Which of ``store``'s working set ``policy`` moves at ``now``, and why (reads only).
 
-    One pass over the working set in pages of ``page_size``; what is kept between pages
-    is a :class:`CompactionMove` per item that may move (its numbers and a preview of its
-    text), never the items themselves with their vectors.
+    One pass over the working set in pages of ``page_size``; what is kept between pages is
+    a small tuple per item that may move (its numbers and a preview of its text), never the
+    items themselves with their vectors.
     ``rules=False`` leaves expiry, decay and staleness out (what a write's eviction does)
     and ``limit_reason`` names what the soft limit's moves are (``evicted`` for that).
     """
     working = pinned = protected = 0
     moves: list[CompactionMove] = []
-    ranked: list[tuple[float, datetime, str, CompactionMove]] = []
+    ranked: list[_Candidate] = []
     for page in _pages(store, _validate.integer("page_size", page_size, minimum=1)):
         for item in page:
             working += 1
@@ -492,12 +530,26 @@ def plan_compaction(
             if read is not None and now - read < policy.protect_recent:
                 protected += 1
                 continue
-            move = _move(policy, item, limit_reason, idle, age)
-            ranked.append((move.decayed, last, item.id, move))
+            ranked.append(
+                _Candidate(
+                    policy.decayed_after(item, idle),
+                    last,
+                    item.id,
+                    item.kind,
+                    item.importance,
+                    idle,
+                    age,
+                    item.access_count,
+                    item.last_accessed_at,
+                    item.expires_at,
+                    item.body[:PREVIEW],
+                )
+            )
     limit = policy.soft_limit
     if limit is not None and working - len(moves) > limit:
         ranked.sort(key=lambda entry: entry[:3])
-        moves.extend(entry[3] for entry in ranked[: working - len(moves) - policy.low_mark])
+        chosen = ranked[: working - len(moves) - policy.low_mark]
+        moves.extend(candidate.move(policy, limit_reason) for candidate in chosen)
     return CompactionReport(
         tier=store.tier,
         namespace=store.namespace,

@@ -587,7 +587,7 @@ class TierStore:
             return []
         self._check_scope(items)
         at = self.clock()
-        moved = [with_archive_mark(item, at, reason) for item in items]
+        moved = with_archive_mark(items, at, reason)
         ids = tuple(item.id for item in moved)
         event = {"reason": reason.value, **(detail or {})}
         with self.audit.journal(AuditAction.ARCHIVE, self.tier, self.namespace, ids, event):
