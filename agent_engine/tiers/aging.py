@@ -436,11 +436,9 @@ def _pages(store: TierStore, size: int) -> Iterator[list[ContextItem]]:
                 yield run
                 after, seen = (after[0], run[-1].id), seen + len(run)
                 continue
-            limit, page = (
-                size,
-                store.query({"timestamp": {"$gt": after[0]}}, limit=size, order_by="+timestamp"),
-            )
-            fresh = page
+            limit = size
+            later = {"timestamp": {"$gt": after[0]}}
+            page = fresh = store.query(later, limit=limit, order_by="+timestamp")
         else:
             limit = size + seen
             since = None if after is None else {"timestamp": {"$gte": after[0]}}
@@ -524,27 +522,13 @@ def plan_compaction(
             if rules:
                 reason = _rule(policy, item, now, idle, age)
                 if reason is not None:
-                    moves.append(_move(policy, item, reason, idle, age))
+                    moves.append(_candidate(policy, item, last, idle, age).move(policy, reason))
                     continue
             read = item.last_accessed_at
             if read is not None and now - read < policy.protect_recent:
                 protected += 1
                 continue
-            ranked.append(
-                _Candidate(
-                    policy.decayed_after(item, idle),
-                    last,
-                    item.id,
-                    item.kind,
-                    item.importance,
-                    idle,
-                    age,
-                    item.access_count,
-                    item.last_accessed_at,
-                    item.expires_at,
-                    item.body[:PREVIEW],
-                )
-            )
+            ranked.append(_candidate(policy, item, last, idle, age))
     limit = policy.soft_limit
     if limit is not None and working - len(moves) > limit:
         ranked.sort(key=lambda entry: entry[:3])
@@ -578,23 +562,21 @@ def _rule(
     return None
 
 
-def _move(
-    policy: AgingPolicy, item: ContextItem, reason: ArchiveReason, idle: float, age: float
-) -> CompactionMove:
-    ttl = policy.ttl_of(item.kind)
-    return CompactionMove(
-        id=item.id,
-        kind=item.kind,
-        reason=reason,
-        importance=item.importance,
-        decayed=policy.decayed_after(item, idle),
-        idle_days=idle,
-        age_days=age,
-        ttl_days=None if ttl is None else ttl / DAY,
-        access_count=item.access_count,
-        last_accessed_at=item.last_accessed_at,
-        expires_at=item.expires_at,
-        preview=item.body[:PREVIEW],
+def _candidate(
+    policy: AgingPolicy, item: ContextItem, last: datetime, idle: float, age: float
+) -> _Candidate:
+    return _Candidate(
+        policy.decayed_after(item, idle),
+        last,
+        item.id,
+        item.kind,
+        item.importance,
+        idle,
+        age,
+        item.access_count,
+        item.last_accessed_at,
+        item.expires_at,
+        item.body[:PREVIEW],
     )
 
 
@@ -602,7 +584,7 @@ def _move(
 
 
 def apply_plan(store: TierStore, plan: CompactionReport) -> CompactionReport:
-    """CompactionMove ``plan``'s items to the archive, each reason in batches; return what was done.
+    """Move ``plan``'s items to the archive, a reason at a time in batches; return what was done.
 
     Each batch is read again and moved through ``store.archive_items`` as one ``archive``
     event whose detail holds the batch's numbers, in the order of its ids. An item read,
