@@ -51,6 +51,7 @@ from agent_engine.errors import (
     FilterTooLargeError,
     IndexCorruptError,
     ItemNotFoundError,
+    LifecycleStateError,
     QueryTimeoutError,
     ReembedRequiredError,
     SchemaVersionError,
@@ -62,6 +63,7 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
+    ArchiveReason,
     AuditAction,
     AuditEvent,
     ContextItem,
@@ -82,6 +84,7 @@ from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
+from agent_engine.tiers.views import View
 from agent_engine.tokens import (
     DEFAULT_COUNTER,
     HeuristicTokenCounter,
@@ -133,6 +136,7 @@ else:
 
 __all__ = [
     "AgentEngineError",
+    "ArchiveReason",
     "AssemblerConfig",
     "AuditAction",
     "AuditEvent",
@@ -167,6 +171,7 @@ __all__ = [
     "IndexCorruptError",
     "ItemNotFoundError",
     "Layout",
+    "LifecycleStateError",
     "LowestImportanceOldest",
     "MemoryBackend",
     "MemoryStores",
@@ -197,6 +202,7 @@ __all__ = [
     "TransformersTokenCounter",
     "UnknownBackendError",
     "ValidationError",
+    "View",
     "__version__",
     "database_revision",
     "default_database_url",

@@ -53,6 +53,10 @@ class QualityConfig:
     policies: tuple[str, ...] = (*BASELINES, "hybrid")
     live_turns: int = 4
     recall_at: tuple[int, ...] = (5, 10)
+    working_set: int | None = None
+    """The project store's item limit (``None``: unlimited). A limit far below a
+    conversation's length pages most of it out to the archive as it is loaded, so builds must
+    page it back in: what the archive costs in recall, against an unlimited store."""
 
 
 def split_of(index: int) -> str:
@@ -70,7 +74,12 @@ def _stores(
     backend = InMemoryBackend(embedder=embedder)
     end = conversation.ends_at + timedelta(days=1)
     assembler = ContextAssembler(
-        MemoryStores(backend, task_backend=backend, max_project_items=None, clock=lambda: end),
+        MemoryStores(
+            backend,
+            task_backend=backend,
+            max_project_items=config.working_set,
+            clock=lambda: end,
+        ),
         config=AssemblerConfig(track_access=False),
         counter=counter,
         policies=policies,
