@@ -64,7 +64,8 @@ class TestArchive:
         assert store.count() == 0
         assert store.archive(item.id) == []  # already archived: left as it is
         (back,) = store.restore(item.id)
-        assert back.current and store.get(item.id) == back
+        assert back.current
+        assert store.get(item.id) == back
         assert store.restore(item.id) == []
         assert actions(store)[-2:] == [AuditAction.ARCHIVE, AuditAction.RESTORE]
 
