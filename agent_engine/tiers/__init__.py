@@ -11,7 +11,12 @@ from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
-from agent_engine.tiers.quarantine import CandidateReview, confirm_candidates
+from agent_engine.tiers.quarantine import (
+    CandidateReview,
+    confirm_candidates,
+    quarantine_ends,
+    review_candidates,
+)
 from agent_engine.tiers.scope import parse_task_namespace
 from agent_engine.tiers.signals import PRESETS, Evidence, PromotionPreset, Signal
 from agent_engine.tiers.stores import MemoryStores
@@ -40,4 +45,6 @@ __all__ = [
     "parse_task_namespace",
     "promote",
     "promotion_candidates",
+    "quarantine_ends",
+    "review_candidates",
 ]

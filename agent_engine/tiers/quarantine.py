@@ -39,6 +39,7 @@ __all__ = [
     "check_window",
     "confirm_candidates",
     "quarantine_ends",
+    "review_candidates",
 ]
 
 DEFAULT_WINDOW: Final = timedelta(hours=24)
@@ -75,6 +76,28 @@ def quarantine_ends(item: ContextItem, window: timedelta) -> datetime:
     return _landed(item) + window
 
 
+def review_candidates(store: TierStore, *, window: timedelta = DEFAULT_WINDOW) -> CandidateReview:
+    """What :func:`confirm_candidates` would do now, writing nothing.
+
+    Its confirmed and penalised items are shown as the step would write them.
+    """
+    check_window(window)
+    now = store.clock()
+    candidates = store.query({"status": Status.CANDIDATE.value}, limit=None, order_by="+timestamp")
+    due = [item for item in candidates if quarantine_ends(item, window) <= now]
+    return CandidateReview(
+        confirmed=tuple(
+            attrs.evolve(item, status=Status.CONFIRMED) for item in due if _accessed(item)
+        ),
+        penalised=tuple(
+            attrs.evolve(item, status=Status.CONFIRMED, importance=item.importance * PENALTY)
+            for item in due
+            if not _accessed(item)
+        ),
+        waiting=tuple(item for item in candidates if quarantine_ends(item, window) > now),
+    )
+
+
 def confirm_candidates(store: TierStore, *, window: timedelta = DEFAULT_WINDOW) -> CandidateReview:
     """Review ``store``'s candidates whose window ended; one journaled ``confirm`` write.
 
@@ -82,23 +105,13 @@ def confirm_candidates(store: TierStore, *, window: timedelta = DEFAULT_WINDOW) 
     ``confirmed`` and those ``penalised``. A bad ``window`` raises
     :class:`~agent_engine.errors.ValidationError` and nothing changes.
     """
-    check_window(window)
-    now = store.clock()
-    candidates = store.query({"status": Status.CANDIDATE.value}, limit=None, order_by="+timestamp")
-    due = [item for item in candidates if quarantine_ends(item, window) <= now]
-    waiting = tuple(item for item in candidates if quarantine_ends(item, window) > now)
-    confirmed = [attrs.evolve(item, status=Status.CONFIRMED) for item in due if _accessed(item)]
-    penalised = [
-        attrs.evolve(item, status=Status.CONFIRMED, importance=item.importance * PENALTY)
-        for item in due
-        if not _accessed(item)
-    ]
+    review = review_candidates(store, window=window)
     store.settle_candidates(
-        confirmed,
-        penalised,
+        review.confirmed,
+        review.penalised,
         {"window_seconds": window.total_seconds(), "penalty": PENALTY},
     )
-    return CandidateReview(tuple(confirmed), tuple(penalised), waiting)
+    return review
 
 
 def _landed(item: ContextItem) -> datetime:
