@@ -98,8 +98,8 @@ class TaskEnd:
     ``promoted``: what a preset promoted into the project (``preset`` names it; ``None``:
     nothing was auto-promoted). ``held``: the ids of the other candidates, when the end held
     them in the task's memory for review. ``removed``: how many items (versions included)
-    were cleared. ``review``: the confirmation step this end ran on the
-    project's earlier candidates (with a preset), else ``None``.
+    were cleared. ``review``: the confirmation step this end ran on the project's earlier
+    candidates (with a preset), else ``None``.
     """
 
     namespace: str
@@ -135,7 +135,7 @@ def promotion_candidates(
     for item in pool:
         if item.kind in scoring.skip_kinds:
             continue
-        candidate = _assess(item, scoring, len(sessions[item.fingerprint]))
+        candidate = _assess(item, scoring, len(sessions.get(item.fingerprint, ())))
         if item.access_count < CANDIDATE_ACCESSES and not (chosen and candidate.qualifies):
             continue
         held = best.get(item.fingerprint)
