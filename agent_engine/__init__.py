@@ -78,10 +78,13 @@ from agent_engine.models import (
 from agent_engine.serde import from_dict, to_dict
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
+from agent_engine.tiers.quarantine import CandidateReview, confirm_candidates
+from agent_engine.tiers.signals import PromotionPreset
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 from agent_engine.tiers.views import View
@@ -143,6 +146,7 @@ __all__ = [
     "AuditLog",
     "BackendError",
     "BackendUnavailableError",
+    "CandidateReview",
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",
@@ -179,6 +183,8 @@ __all__ = [
     "OmissionReason",
     "Policy",
     "ProjectMemoryStore",
+    "PromotionCandidate",
+    "PromotionPreset",
     "PromotionResult",
     "Provenance",
     "QueryTimeoutError",
@@ -191,6 +197,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Status",
     "Task",
+    "TaskEnd",
     "TaskMemoryStore",
     "TaskState",
     "Tier",
@@ -204,11 +211,13 @@ __all__ = [
     "ValidationError",
     "View",
     "__version__",
+    "confirm_candidates",
     "database_revision",
     "default_database_url",
     "from_dict",
     "parse_filter",
     "promote",
+    "promotion_candidates",
     "to_dict",
     "upgrade_database",
 ]

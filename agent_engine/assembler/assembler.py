@@ -49,6 +49,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier, utcnow
 from agent_engine.tiers.base import by_backend, record_access
+from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.stores import MemoryStores
@@ -116,8 +117,15 @@ class ContextAssembler:
         """A user's global memory (see :meth:`MemoryStores.global_store`)."""
         return self.stores.global_store(user_id)
 
+    def finish_task(self, task: Task | str) -> TaskEnd:
+        """Clear a finished task's memory and report it (see :meth:`MemoryStores.finish_task`)."""
+        return self.stores.finish_task(task)
+
     def cleanup_task(self, task: Task | str) -> int:
-        """Clear a finished task's memory and forget its store; return items removed."""
+        """Clear a finished task's memory and forget its store; return items removed.
+
+        :meth:`finish_task` says what its promotion candidates were, too.
+        """
         return self.stores.cleanup_task(task)
 
     # ------------------------------------------------------------------ assembly
