@@ -28,6 +28,7 @@ from agent_engine.models import (
     new_id,
 )
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.views import View
 
 __all__ = ["PromotionResult", "promote"]
 
@@ -66,7 +67,9 @@ def promote(
         )
     _validate.text("reason", reason)
     original = source.require(item_id)
-    existing = target.query({"fingerprint": original.fingerprint}, limit=1)
+    # An archived copy is the target's too: promoted again, it is in use again (reinforce
+    # brings it back to the working set) rather than stored twice.
+    existing = target.query({"fingerprint": original.fingerprint}, limit=1, view=View.CURRENT)
     target.confirm_promotion(original, source.namespace, boost=bool(existing))
     detail: dict[str, Any] = {
         "source_item_id": original.id,

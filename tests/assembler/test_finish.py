@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from agent_engine import ContextAssembler, ContextRequest, MemoryStores, Status, Task, Tier
+import pytest
+
+from agent_engine import (
+    AssemblerConfig,
+    ContextAssembler,
+    ContextRequest,
+    MemoryStores,
+    Status,
+    Task,
+    Tier,
+)
 
 TASK = Task(id="fix-login", project_id="p", user_id="u")
 LESSON = "The login test waits for the network to be idle, not a fixed sleep"
@@ -16,6 +26,15 @@ def steps(assembler, task, count):
         assembler.build_context(task, ContextRequest(budget_tokens=400, query="login test"))
         for _ in range(count)
     ]
+
+
+@pytest.fixture
+def assembler(backend, clock):
+    """Without HEAD and TAIL: every task item is ranked in on its merits, or not at all."""
+    return ContextAssembler(
+        MemoryStores(backend, clock=clock, confirm=lambda _request: True),
+        config=AssemblerConfig(head=0, tail=0),
+    )
 
 
 class TestFinishTask:
@@ -33,7 +52,10 @@ class TestFinishTask:
 
     def test_a_preset_closes_the_loop(self, backend, clock):
         """Promoted as a candidate, used by the next task's builds, confirmed at its end."""
-        assembler = ContextAssembler(MemoryStores(backend, clock=clock, promotion="balanced"))
+        assembler = ContextAssembler(
+            MemoryStores(backend, clock=clock, promotion="balanced"),
+            config=AssemblerConfig(head=0, tail=0),
+        )
         assembler.task_store(TASK).add_reasoning(LESSON, "fix")
         steps(assembler, TASK, 3)
         (promoted,) = assembler.finish_task(TASK).promoted

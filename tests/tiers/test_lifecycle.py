@@ -17,7 +17,9 @@ from agent_engine import (
     ItemNotFoundError,
     LifecycleStateError,
     Status,
+    TaskMemoryStore,
     ValidationError,
+    promote,
 )
 from agent_engine.models import ArchiveReason
 from agent_engine.tiers.global_ import GlobalMemoryStore
@@ -222,3 +224,18 @@ class TestSlots:
         other = store.add_decision("unrelated")
         assert store.forget(item.id) == 1
         assert [i.id for i in store.list_all(view=View.ALL)] == [other.id]
+
+
+class TestPromotionMeetsTheArchive:
+    def test_promoting_archived_content_restores_the_copy(self, backend, clock):
+        """The target's archived copy is the duplicate: reinforced and back, not stored twice."""
+        task = TaskMemoryStore("t", backend, project_id="p", clock=clock)
+        project = ProjectMemoryStore("p", backend, clock=clock)
+        lesson = task.add_reasoning("Wait for network idle, never sleep", "fix")
+        first = promote(task, project, lesson.id).item
+        project.archive(first.id)
+        again = promote(task, project, lesson.id)
+        assert again.duplicate
+        assert again.item.id == first.id
+        assert again.item.current
+        assert project.count(view=View.ALL) == 1
