@@ -163,6 +163,11 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=None,
         help="quality: limit the project store to this many items (the rest is archived)",
     )
+    parser.add_argument(
+        "--drop-archive",
+        action="store_true",
+        help="quality: forget what --working-set archived (eviction before the archive)",
+    )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
         "--backends",
@@ -198,6 +203,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             budgets=parse_ints(args.budgets),
             policies=tuple(args.policies.split(",")),
             working_set=args.working_set,
+            drop_archive=args.drop_archive,
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
