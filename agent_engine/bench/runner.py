@@ -163,6 +163,17 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
     parser.add_argument("--conversations", default="0-9")
     parser.add_argument("--budgets", default="256,512,1024,2048,4096")
     parser.add_argument("--policies", default=",".join(QualityConfig().policies))
+    parser.add_argument(
+        "--working-set",
+        type=int,
+        default=None,
+        help="quality: limit the project store to this many items (the rest is archived)",
+    )
+    parser.add_argument(
+        "--drop-archive",
+        action="store_true",
+        help="quality: forget what --working-set archived (eviction before the archive)",
+    )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
         "--backends",
@@ -206,7 +217,10 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         counter=args.counter,
         conversations=parse_ints(args.conversations),
         quality=QualityConfig(
-            budgets=parse_ints(args.budgets), policies=tuple(args.policies.split(","))
+            budgets=parse_ints(args.budgets),
+            policies=tuple(args.policies.split(",")),
+            working_set=args.working_set,
+            drop_archive=args.drop_archive,
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),

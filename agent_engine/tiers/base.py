@@ -787,6 +787,33 @@ class TierStore:
             {**detail, "duplicate": duplicate},
         )
 
+    def settle_candidates(
+        self,
+        confirmed: Sequence[ContextItem],
+        penalised: Sequence[ContextItem],
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write the outcome of a confirmation step in one journaled ``confirm`` write.
+
+        ``confirmed`` and ``penalised`` are this store's candidates as the step changed them
+        (:mod:`agent_engine.tiers.quarantine` decides); the event names them all, and its
+        ``detail`` says which were confirmed and which penalised. Nothing to settle, nothing
+        written.
+        """
+        items = [*confirmed, *penalised]
+        if not items:
+            return
+        self._check_scope(items)
+        event = {
+            "confirmed": [item.id for item in confirmed],
+            "penalised": [item.id for item in penalised],
+            **(detail or {}),
+        }
+        ids = tuple(item.id for item in items)
+        with self.audit.journal(AuditAction.CONFIRM, self.tier, self.namespace, ids, event):
+            self.backend.update_many(items)
+        self._log.info("candidates_settled", confirmed=len(confirmed), penalised=len(penalised))
+
     def record_access(self, item_ids: Iterable[str], at: datetime) -> int:
         """Count one access at ``at`` of each of ``item_ids`` in one write; return how many exist.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import attrs
 import pytest
 
 from agent_engine import ValidationError
@@ -105,6 +106,20 @@ class TestLocomo:
         hybrid = result["summary"]["tuning (0-4)"]["hybrid"]["overall"]
         assert hybrid["recall"]["4096"] == 1.0
         assert split_of(4) != split_of(5)
+
+    def test_a_small_working_set_pages_the_archive_back_in(self, data):
+        """Limited to one item, the store archives the rest, and builds still find it all;
+        deleting what was archived (eviction before the archive) loses evidence."""
+        conversations = locomo.load(data)
+        base = QualityConfig(budgets=(4096,), policies=("hybrid",), live_turns=1)
+
+        def recall(**fields):
+            config = attrs.evolve(base, **fields)
+            result = run_quality(conversations, HashingEmbedder(dim=64), config=config)
+            return result["summary"]["tuning (0-4)"]["hybrid"]["overall"]["recall"]["4096"]
+
+        assert recall() == recall(working_set=1) == 1.0
+        assert recall(working_set=1, drop_archive=True) < 1.0
 
 
 class TestSynthetic:
