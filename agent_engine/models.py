@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar
 
 import attrs
 import numpy as np
@@ -161,13 +161,7 @@ def _aware(field: str, value: object) -> datetime:
 
 
 def _enum(field: str, enum_type: type[_E], value: object) -> _E:
-    try:
-        return enum_type(cast("str", value))
-    except ValueError:
-        allowed = ", ".join(member.value for member in enum_type)
-        raise ValidationError(
-            f"{field} must be one of {allowed}; got {value!r}", field=field, value=value
-        ) from None
+    return _validate.member(field, enum_type, value)
 
 
 def _unit_interval(field: str, value: object) -> float:

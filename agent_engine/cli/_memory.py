@@ -16,6 +16,7 @@ import enum
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -547,36 +548,35 @@ def _owned(scope: Scope, item_ids: list[str]) -> list[tuple[TierStore, list[str]
 Ids = Annotated[list[str], typer.Argument(metavar="ID...", help="The memories.")]
 
 
-@app.command()
-def archive(
-    ctx: typer.Context,
-    item_ids: Ids,
-    project: Project = None,
-    user: User = None,
-    json_output: Json = False,
+def _move_command(
+    name: str, summary: str, move: Callable[[TierStore, list[str]], list[ContextItem]]
 ) -> None:
-    """Page memories out to the archive: out of prompts unless a query matches them."""
-    scope = _open(ctx, project, user, access=Access.WRITE)
-    moved = [
-        item
-        for store, ids in _owned(scope, item_ids)
-        for item in store.archive(*ids, reason=ArchiveReason.MANUAL)
-    ]
-    _report_moves(ctx, json_output, moved, "archived")
+    """Register ``archive`` or ``restore``: the same lookup, a move in one direction."""
+    verb = f"{name}d"
+
+    @app.command(name=name, help=summary)
+    def command(
+        ctx: typer.Context,
+        item_ids: Ids,
+        project: Project = None,
+        user: User = None,
+        json_output: Json = False,
+    ) -> None:
+        scope = _open(ctx, project, user, access=Access.WRITE)
+        moved = [item for store, ids in _owned(scope, item_ids) for item in move(store, ids)]
+        _report_moves(ctx, json_output, moved, verb)
 
 
-@app.command()
-def restore(
-    ctx: typer.Context,
-    item_ids: Ids,
-    project: Project = None,
-    user: User = None,
-    json_output: Json = False,
-) -> None:
-    """Bring archived memories back to the working set."""
-    scope = _open(ctx, project, user, access=Access.WRITE)
-    back = [item for store, ids in _owned(scope, item_ids) for item in store.restore(*ids)]
-    _report_moves(ctx, json_output, back, "restored")
+_move_command(
+    "archive",
+    "Page memories out to the archive: out of prompts unless a query matches them.",
+    lambda store, ids: store.archive(*ids, reason=ArchiveReason.MANUAL),
+)
+_move_command(
+    "restore",
+    "Bring archived memories back to the working set.",
+    lambda store, ids: store.restore(*ids),
+)
 
 
 def _report_moves(

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Final, Protocol, Self, cast, runtime_checkable
+from typing import Final, Protocol, Self, runtime_checkable
 
 import attrs
 import numpy as np
@@ -1195,15 +1195,7 @@ def _check_items(items: object, *, adding: bool) -> list[ContextItem]:
 
 
 def _archive_reason(value: object) -> ArchiveReason | None:
-    if value is None or isinstance(value, ArchiveReason):
-        return value
-    try:
-        return ArchiveReason(cast("str", value))
-    except ValueError:
-        allowed = ", ".join(reason.value for reason in ArchiveReason)
-        raise ValidationError(
-            f"reason must be one of {allowed} or None; got {value!r}", field="reason", value=value
-        ) from None
+    return None if value is None else _validate.member("reason", ArchiveReason, value)
 
 
 def _check_limit(limit: object) -> None:

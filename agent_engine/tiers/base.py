@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import attrs
 
@@ -560,7 +560,7 @@ class TierStore:
         item or a superseded version, :class:`~agent_engine.errors.LifecycleStateError`.
         Either way nothing moves.
         """
-        why = _archive_reason(reason)
+        why = _validate.member("reason", ArchiveReason, reason)
         items = self._require_all(item_ids)
         for item in items:
             if item.pinned:
@@ -884,13 +884,3 @@ def _policy(value: object) -> AgingPolicy | None:
         field="policy",
         value=value,
     )
-
-
-def _archive_reason(value: object) -> ArchiveReason:
-    try:
-        return ArchiveReason(cast("str", value))
-    except ValueError:
-        allowed = ", ".join(reason.value for reason in ArchiveReason)
-        raise ValidationError(
-            f"reason must be one of {allowed}; got {value!r}", field="reason", value=value
-        ) from None
