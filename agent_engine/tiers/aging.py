@@ -51,8 +51,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TTL_DAYS",
     "AgingPolicy",
-    "CompactionReport",
     "CompactionMove",
+    "CompactionReport",
     "apply_plan",
     "plan_compaction",
 ]
