@@ -76,6 +76,7 @@ from agent_engine.models import (
     TierShares,
 )
 from agent_engine.serde import from_dict, to_dict
+from agent_engine.tiers.aging import AgingPolicy, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
@@ -139,6 +140,7 @@ else:
 
 __all__ = [
     "AgentEngineError",
+    "AgingPolicy",
     "ArchiveReason",
     "AssemblerConfig",
     "AuditAction",
@@ -147,6 +149,7 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "CandidateReview",
+    "CompactionReport",
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",

@@ -13,6 +13,7 @@ import attrs
 
 from agent_engine.bench import cost as cost_suite
 from agent_engine.bench import locomo
+from agent_engine.bench.aging import AgingBenchConfig, run_aging
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.quality import QualityConfig, run_quality
 from agent_engine.bench.report import write_report
@@ -21,7 +22,7 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersToken
 
 __all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost", "currentness")
+PARTS = ("quality", "cost", "currentness", "aging")
 """The parts of the suite, in the order they run."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -45,6 +46,7 @@ class SuiteOptions:
     backends: tuple[str, ...] = attrs.field(factory=cost_suite.default_backend_names)
     queries: int = 50
     currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
+    aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
 
 
 def _embedder(name: str) -> Embedder:
@@ -106,6 +108,10 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
             config=options.currentness,
             progress=advance,
         )
+    if "aging" in options.parts:
+        cells = len(options.aging.sizes) * len(options.aging.backends)
+        advance = progress("aging (cells)", cells) if progress else None
+        results["aging"] = run_aging(options.aging, progress=advance)
     return write_report(results, options.out)
 
 
@@ -185,8 +191,19 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=",".join(CurrentnessConfig().modes),
         help=f"currentness, comma-separated, of: {', '.join(MODES)}",
     )
+    parser.add_argument(
+        "--aging-sizes",
+        default=",".join(str(n) for n in AgingBenchConfig().sizes),
+        help="aging: store sizes to compact",
+    )
+    parser.add_argument(
+        "--aging-backends",
+        default=",".join(AgingBenchConfig().backends),
+        help=f"aging, comma-separated, of: {', '.join(cost_suite.backend_names())}",
+    )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.backends.split(",")) - set(cost_suite.backend_names()))
+    named = {*args.backends.split(","), *args.aging_backends.split(",")}
+    unknown = sorted(named - set(cost_suite.backend_names()))
     if unknown:
         parser.error(f"unknown backend(s): {', '.join(unknown)}")
     unknown = sorted(set(args.modes.split(",")) - set(MODES))
@@ -208,6 +225,9 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
         currentness=CurrentnessConfig(slots=args.slots, modes=tuple(args.modes.split(","))),
+        aging=AgingBenchConfig(
+            sizes=parse_ints(args.aging_sizes), backends=tuple(args.aging_backends.split(","))
+        ),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 import agent_engine
-from agent_engine.cli import _bench, _candidates, _db, _demo, _memory
+from agent_engine.cli import _bench, _candidates, _compact, _db, _demo, _memory
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
 from agent_engine.cli._store import url_forms
 
@@ -124,5 +124,6 @@ app.command(
 )(_bench.bench)
 _memory.app.command(name="candidates")(_candidates.candidates)
 _memory.app.command(name="confirm")(_candidates.confirm)
+_memory.app.command(name="compact")(_compact.compact)
 app.add_typer(_memory.app, name="memory", short_help="Manage project, global and task memory.")
 app.add_typer(_db.app, name="db", short_help="Upgrade the database schema, or show it.")

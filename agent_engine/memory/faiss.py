@@ -76,7 +76,7 @@ from agent_engine.memory.backend import (
     check_identity,
     check_vectors,
 )
-from agent_engine.models import ContextItem, Vector
+from agent_engine.models import ArchiveReason, ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalScope
 
 __all__ = [
@@ -402,6 +402,13 @@ class FaissBackend(BaseBackend):
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         # Access counts live in the record store and never move a vector.
         return self.store.touch(item_ids, at)
+
+    def _set_archived(
+        self, item_ids: list[str], at: datetime | None, reason: ArchiveReason | None
+    ) -> int:
+        # The archive mark lives in the record store; archived items keep their rows here
+        # (the archive is searched like the working set).
+        return self.store.set_archived(item_ids, at, reason)
 
     # ------------------------------------------------------------------ index upkeep
 

@@ -1385,6 +1385,58 @@ class BackendConformance:
         assert end is not None
         assert end.access_count == start.access_count + 40
 
+    # ------------------------------------------------------------------ archive marks
+
+    def test_set_archived_marks_and_lifts(self, filled: MemoryBackend) -> None:
+        """set_archived sets the mark of existing ids and nothing else; None and None lift it.
+
+        If the item differs in another field afterwards, the backend rewrote more than the
+        two archive columns (or rebuilt the item from a stale copy).
+        """
+        at = T0 + timedelta(days=10)
+        before = filled.get_many(["item-00004", "item-00005"])
+        assert not any(item.archived for item in before)
+        in_archive = filled.count({"archived_at": {"$exists": True}})
+        asked = ["item-00004", "item-00005", "missing", "item-00004"]
+        assert filled.set_archived(asked, at, ArchiveReason.DECAYED) == 2
+        after = filled.get_many(["item-00004", "item-00005"])
+        for old, new in zip(before, after, strict=True):
+            assert (new.archived_at, new.archived_reason) == (at, ArchiveReason.DECAYED)
+            assert _same(attrs.evolve(new, archived_at=None, archived_reason=None), old)
+        assert filled.count({"archived_reason": "decayed"}) == 2  # the fixture's are evicted
+        assert filled.set_archived(["item-00004"], None, None) == 1
+        assert _same(filled.get("item-00004"), before[0])
+        assert filled.count({"archived_at": {"$exists": True}}) == in_archive + 1
+
+    def test_archived_items_stay_searchable(self, filled: MemoryBackend) -> None:
+        """An archived item is still found by vector search, and filters see its mark."""
+        item = filled.get("item-00007")
+        assert item is not None
+        assert item.embedding is not None
+        filled.set_archived([item.id], T0, ArchiveReason.STALE)
+        hits = filled.search(item.embedding, k=1, filters={"archived_reason": "stale"})
+        assert [hit.item.id for hit in hits] == [item.id]
+        assert hits[0].item.archived_reason is ArchiveReason.STALE
+
+    @pytest.mark.parametrize(
+        ("at", "reason", "field"),
+        [
+            pytest.param(datetime(2024, 1, 1), ArchiveReason.DECAYED, "at", id="naive-time"),  # noqa: DTZ001
+            pytest.param(T0, None, "reason", id="time-without-reason"),
+            pytest.param(None, ArchiveReason.DECAYED, "at", id="reason-without-time"),
+            pytest.param(T0, "sleepy", "reason", id="unknown-reason"),
+        ],
+    )
+    def test_set_archived_refuses_a_bad_mark(
+        self, filled: MemoryBackend, at: Any, reason: Any, field: str
+    ) -> None:
+        """A mark that is not an aware time with a known reason (or None and None) is refused."""
+        before = filled.get("item-00004")
+        with pytest.raises(ValidationError) as info:
+            filled.set_archived(["item-00004"], at, reason)
+        assert info.value.field == field
+        assert _same(filled.get("item-00004"), before)
+
     # ------------------------------------------------------------------ properties
 
     @settings(

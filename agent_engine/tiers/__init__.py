@@ -4,6 +4,7 @@ The top-level package re-exports all of it; this is the tiers' own front door fo
 imports by layer.
 """
 
+from agent_engine.tiers.aging import AgingPolicy, CompactionMove, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
@@ -23,8 +24,11 @@ from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 
 __all__ = [
+    "AgingPolicy",
     "AuditLog",
     "CandidateReview",
+    "CompactionMove",
+    "CompactionReport",
     "Confirm",
     "ConfirmationRequest",
     "EvictionPolicy",

@@ -48,6 +48,7 @@ from agent_engine.models import (
     bump_count,
     new_id,
     utcnow,
+    with_archive_mark,
 )
 from agent_engine.tiers._lifecycle import (
     ancestry,
@@ -59,6 +60,7 @@ from agent_engine.tiers._lifecycle import (
     superseded,
     valid_at,
 )
+from agent_engine.tiers.aging import AgingPolicy, CompactionReport, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.lexical import LexicalView
 from agent_engine.tiers.scope import id_prefix, qualified, scoped_id
@@ -80,7 +82,9 @@ class TierStore:
     """A view of one namespace of one tier on a backend; the base of the three tier stores.
 
     ``audit`` defaults to an :class:`~agent_engine.tiers.audit.AuditLog` over the backend's own
-    journal. ``clock`` supplies timestamps (tests pass a frozen one).
+    journal. ``clock`` supplies timestamps (tests pass a frozen one). ``aging`` is the policy
+    :meth:`compact` applies (:class:`~agent_engine.tiers.aging.AgingPolicy`'s defaults if
+    ``None``).
     """
 
     tier: ClassVar[Tier]
@@ -92,8 +96,10 @@ class TierStore:
         *,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        aging: AgingPolicy | None = None,
     ) -> None:
         _validate.identifier("namespace", namespace)
+        self.aging = _policy(aging) or AgingPolicy()
         self.backend = backend
         self.namespace = namespace
         self.id_prefix = id_prefix(namespace)
@@ -581,13 +587,46 @@ class TierStore:
             return []
         self._check_scope(items)
         at = self.clock()
-        moved = [attrs.evolve(i, archived_at=at, archived_reason=reason) for i in items]
+        moved = with_archive_mark(items, at, reason)
         ids = tuple(item.id for item in moved)
         event = {"reason": reason.value, **(detail or {})}
         with self.audit.journal(AuditAction.ARCHIVE, self.tier, self.namespace, ids, event):
-            self.backend.update_many(moved)
+            # Only the mark changes: one statement, not a rewrite of every row.
+            self.backend.set_archived(ids, at, reason)
         self._log.info("archived", count=len(moved), reason=reason.value)
         return moved
+
+    def compact(
+        self, *, dry_run: bool = False, policy: AgingPolicy | None = None
+    ) -> CompactionReport:
+        """Move what has aged out of the working set to the archive; report what and why.
+
+        ``policy`` (this store's :attr:`aging` unless given) says what has aged out: expired
+        (its kind's time to live, or its own ``expires_at``), decayed below the floor, stale,
+        and, while the working set is over the soft limit, the lowest decayed importance down
+        to the low mark (``docs/aging.md``). Pinned items never move. The report names every
+        item with its reason and numbers.
+
+        With ``dry_run`` nothing changes and nothing is journaled: the report is the plan.
+        Otherwise a ``compact`` event with the plan's summary is journaled first, then the
+        items move through :meth:`archive_items` a batch at a time, each batch an ``archive``
+        event with its reason and numbers; an item read, pinned or moved by someone else
+        since it was planned stays (``skipped``). Compaction runs when called (by a
+        scheduler, or ``agent-engine memory compact``), never on its own.
+        """
+        if not isinstance(dry_run, bool):
+            raise ValidationError(
+                f"dry_run must be True or False, got {dry_run!r}", field="dry_run", value=dry_run
+            )
+        chosen = _policy(policy) or self.aging
+        plan = plan_compaction(self, chosen, self.clock())
+        if dry_run or not plan.moves:
+            return plan
+        summary = plan.summary()
+        with self.audit.journal(AuditAction.COMPACT, self.tier, self.namespace, (), summary):
+            done = apply_plan(self, plan)
+        self._log.info("compacted", moved=done.moved, skipped=len(done.skipped), **done.counts())
+        return done
 
     def restore(self, *item_ids: str) -> list[ContextItem]:
         """Bring archived items back to the working set; return those restored.
@@ -835,3 +874,13 @@ def record_access(accesses: Mapping[TierStore, Collection[str]], at: datetime) -
             value=stores,
         )
     return backend.touch([i for store, ids in accesses.items() for i in store.owned(ids)], at)
+
+
+def _policy(value: object) -> AgingPolicy | None:
+    if value is None or isinstance(value, AgingPolicy):
+        return value
+    raise ValidationError(
+        f"an aging policy must be an AgingPolicy, got {type(value).__name__}",
+        field="policy",
+        value=value,
+    )

@@ -19,6 +19,7 @@ import attrs
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import Task, Tier, utcnow
+from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
@@ -37,7 +38,8 @@ class MemoryStores:
     goes to ``backend`` when one is given, else to a fresh in-memory backend (task memory is
     ephemeral). ``max_project_items`` bounds each project's memory (``None``: unbounded);
     ``confirm`` is asked before a high-risk write to global memory; ``clock`` stamps what the
-    stores write.
+    stores write; ``aging`` is the policy each store's ``compact()`` applies (a project's
+    soft limit is still ``max_project_items``).
 
     ``promotion`` turns auto-promotion on (off by default): a preset's name
     (``"conservative"``, ``"balanced"``, ``"aggressive"``) or a
@@ -63,6 +65,7 @@ class MemoryStores:
         promotion: PromotionPreset | str | None = None,
         candidate_window: timedelta = DEFAULT_WINDOW,
         hold_candidates: bool = False,
+        aging: AgingPolicy | None = None,
     ) -> None:
         self.promotion = resolve_preset(promotion) if promotion is not None else None
         self.candidate_window = check_window(candidate_window)
@@ -76,6 +79,7 @@ class MemoryStores:
         self.max_project_items = max_project_items
         self.confirm = confirm
         self.clock = clock
+        self.aging = aging
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
@@ -104,6 +108,7 @@ class MemoryStores:
                     self.backends[Tier.PROJECT],
                     max_items=self.max_project_items,
                     clock=self.clock,
+                    aging=self.aging,
                 )
             return store
 
@@ -113,7 +118,11 @@ class MemoryStores:
             store = self._globals.get(user_id)
             if store is None:
                 store = self._globals[user_id] = GlobalMemoryStore(
-                    self.backends[Tier.GLOBAL], user_id, confirm=self.confirm, clock=self.clock
+                    self.backends[Tier.GLOBAL],
+                    user_id,
+                    confirm=self.confirm,
+                    clock=self.clock,
+                    aging=self.aging,
                 )
             return store
 
@@ -149,7 +158,7 @@ class MemoryStores:
         return self.finish_task(task).removed
 
     def _open_task(self, task: Task | str) -> TaskMemoryStore:
-        return TaskMemoryStore(task, self.backends[Tier.TASK], clock=self.clock)
+        return TaskMemoryStore(task, self.backends[Tier.TASK], clock=self.clock, aging=self.aging)
 
 
 def _task_key(task: Task | str) -> str:

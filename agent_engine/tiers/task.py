@@ -23,6 +23,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import AuditAction, ContextItem, Task, TaskState, Tier, utcnow
+from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.consolidation import TaskEnd, end_task
@@ -60,6 +61,7 @@ class TaskMemoryStore(TierStore):
         user_id: str | None = None,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        aging: AgingPolicy | None = None,
     ) -> None:
         if isinstance(task, Task):
             if (project_id, user_id) != (None, None):
@@ -79,6 +81,7 @@ class TaskMemoryStore(TierStore):
             task_namespace(self.task_id, self.project_id, self.user_id),
             audit=audit,
             clock=clock,
+            aging=aging,
         )
 
     def add_instruction(self, text: str, *, importance: float = 1.0) -> ContextItem:

@@ -180,7 +180,7 @@ class TestRunnerArguments:
         with pytest.raises(SystemExit) as exit_info:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
-        message = "'speed' is not a part of the suite (quality, cost, currentness)"
+        message = "'speed' is not a part of the suite (quality, cost, currentness, aging)"
         assert message in capsys.readouterr().err
 
     def test_every_default_backend_has_a_factory(self):
