@@ -706,7 +706,8 @@ class AuditAction(enum.StrEnum):
     RESTORE = "restore"
     """Archived items came back to the working set."""
     SUPERSEDE = "supersede"
-    """A newer item or version replaced the items named; ``detail["by"]`` names it."""
+    """A newer item or version replaced the items named; ``detail["by"]`` lists what replaced
+    each, in order."""
     MERGE = "merge"
     """A near-duplicate was merged into the item named instead of being stored."""
     CONFLICT = "conflict"

@@ -406,13 +406,16 @@ class TierStore:
     def _journal_supersession(
         self, displaced: list[ContextItem]
     ) -> AbstractContextManager[AuditEvent]:
-        """One ``supersede`` event for items a write replaces (``detail["by"]``: by what)."""
+        """One ``supersede`` event for items a write replaces.
+
+        ``detail["by"]`` lists what replaced each, in the order of the event's ids.
+        """
         return self.audit.journal(
             AuditAction.SUPERSEDE,
             self.tier,
             self.namespace,
             tuple(item.id for item in displaced),
-            {"by": {item.id: item.superseded_by for item in displaced}},
+            {"by": [item.superseded_by for item in displaced]},
         )
 
     def _as_stored(self, item: ContextItem) -> ContextItem:

@@ -239,3 +239,15 @@ class TestPromotionMeetsTheArchive:
         assert again.item.id == first.id
         assert again.item.current
         assert project.count(view=View.ALL) == 1
+
+
+class TestForgetLeavesNoTrace:
+    def test_forget_redacts_supersession_events(self, backend, clock):
+        """The journal names a forgotten item nowhere, not in what replaced what either."""
+        store = ProjectMemoryStore("p", backend, clock=clock)
+        old = store.add(store.new_item("decision", "use mysql", key="db"))
+        new = store.add(store.new_item("decision", "use postgres", key="db"))
+        store.forget(new.id)
+        journal = repr([(e.item_ids, e.detail) for e in backend.audit.events(limit=None)])
+        assert old.id not in journal
+        assert new.id not in journal
