@@ -43,6 +43,7 @@ from agent_engine.errors import (
     BackendError,
     BackendUnavailableError,
     ConfirmationDeclined,
+    ConflictNotFoundError,
     DimensionMismatchError,
     DuplicateItemError,
     EmbedderMismatchError,
@@ -59,6 +60,7 @@ from agent_engine.errors import (
 )
 from agent_engine.filters import Filter, parse_filter
 from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.conflicts import Conflict, ConflictType
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
@@ -76,6 +78,7 @@ from agent_engine.models import (
 from agent_engine.serde import from_dict, to_dict
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import ConflictDetection
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -142,6 +145,10 @@ __all__ = [
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",
+    "Conflict",
+    "ConflictDetection",
+    "ConflictNotFoundError",
+    "ConflictType",
     "ContextAssembler",
     "ContextItem",
     "ContextPackage",

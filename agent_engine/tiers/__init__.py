@@ -6,6 +6,7 @@ imports by layer.
 
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import ConflictDetection
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -18,6 +19,7 @@ __all__ = [
     "AuditLog",
     "Confirm",
     "ConfirmationRequest",
+    "ConflictDetection",
     "EvictionPolicy",
     "GlobalMemoryStore",
     "LowestImportanceOldest",

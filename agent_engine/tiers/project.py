@@ -18,6 +18,7 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ArchiveReason, ContextItem, Tier, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.scope import project_namespace
 
@@ -38,6 +39,7 @@ class ProjectMemoryStore(TierStore):
         eviction: EvictionPolicy | None = None,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         if max_items is not None and (isinstance(max_items, bool) or max_items < 1):
             raise ValidationError(
@@ -48,7 +50,13 @@ class ProjectMemoryStore(TierStore):
         self.project_id = project_id
         self.max_items = max_items
         self.eviction = eviction if eviction is not None else LowestImportanceOldest()
-        super().__init__(backend, project_namespace(project_id), audit=audit, clock=clock)
+        super().__init__(
+            backend,
+            project_namespace(project_id),
+            audit=audit,
+            clock=clock,
+            conflict_detection=conflict_detection,
+        )
 
     def add_decision(
         self,

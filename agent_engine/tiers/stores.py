@@ -18,6 +18,7 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import Task, Tier, utcnow
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.task import TaskMemoryStore, task_namespace
@@ -32,7 +33,8 @@ class MemoryStores:
     goes to ``backend`` when one is given, else to a fresh in-memory backend (task memory is
     ephemeral). ``max_project_items`` bounds each project's memory (``None``: unbounded);
     ``confirm`` is asked before a high-risk write to global memory; ``clock`` stamps what the
-    stores write.
+    stores write; ``conflict_detection`` bounds the search for contradictions on every
+    store's writes (``None``: none).
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class MemoryStores:
         max_project_items: int | None = 1000,
         confirm: Confirm | None = None,
         clock: Callable[[], datetime] = utcnow,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         shared = backend if backend is not None else InMemoryBackend()
         self.backends: Mapping[Tier, MemoryBackend] = {
@@ -55,6 +58,7 @@ class MemoryStores:
         self.max_project_items = max_project_items
         self.confirm = confirm
         self.clock = clock
+        self.conflict_detection = conflict_detection
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
@@ -83,6 +87,7 @@ class MemoryStores:
                     self.backends[Tier.PROJECT],
                     max_items=self.max_project_items,
                     clock=self.clock,
+                    conflict_detection=self.conflict_detection,
                 )
             return store
 
@@ -92,7 +97,11 @@ class MemoryStores:
             store = self._globals.get(user_id)
             if store is None:
                 store = self._globals[user_id] = GlobalMemoryStore(
-                    self.backends[Tier.GLOBAL], user_id, confirm=self.confirm, clock=self.clock
+                    self.backends[Tier.GLOBAL],
+                    user_id,
+                    confirm=self.confirm,
+                    clock=self.clock,
+                    conflict_detection=self.conflict_detection,
                 )
             return store
 
@@ -111,7 +120,12 @@ class MemoryStores:
         return (store or self._open_task(task)).clear()
 
     def _open_task(self, task: Task | str) -> TaskMemoryStore:
-        return TaskMemoryStore(task, self.backends[Tier.TASK], clock=self.clock)
+        return TaskMemoryStore(
+            task,
+            self.backends[Tier.TASK],
+            clock=self.clock,
+            conflict_detection=self.conflict_detection,
+        )
 
 
 def _task_key(task: Task | str) -> str:

@@ -23,6 +23,7 @@ from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextItem, Task, TaskState, Tier, utcnow
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.scope import task_namespace
 
 __all__ = ["TaskMemoryStore", "task_namespace"]
@@ -55,6 +56,7 @@ class TaskMemoryStore(TierStore):
         user_id: str | None = None,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         if isinstance(task, Task):
             if (project_id, user_id) != (None, None):
@@ -74,6 +76,7 @@ class TaskMemoryStore(TierStore):
             task_namespace(self.task_id, self.project_id, self.user_id),
             audit=audit,
             clock=clock,
+            conflict_detection=conflict_detection,
         )
 
     def add_instruction(self, text: str, *, importance: float = 1.0) -> ContextItem:
