@@ -13,6 +13,7 @@ import attrs
 
 from agent_engine.bench import cost as cost_suite
 from agent_engine.bench import locomo
+from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.quality import QualityConfig, run_quality
 from agent_engine.bench.report import write_report
@@ -21,7 +22,7 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersToken
 
 __all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost", "currentness")
+PARTS = ("quality", "cost", "currentness", "conflicts")
 """The parts of the suite, in the order they run."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -37,7 +38,8 @@ class SuiteOptions:
     out: Path = Path("bench-results")
     embedder: str | None = None
     """The embedder of every part that embeds; ``None``: each part's own default (MiniLM for
-    quality, the hashing embedder for currentness, which measures ranking, not semantics)."""
+    quality, the hashing embedder for currentness and conflicts, which measure ranking and
+    candidate reads, not semantics)."""
     counter: str = "model"
     conversations: tuple[int, ...] = tuple(range(10))
     quality: QualityConfig = attrs.field(factory=QualityConfig)
@@ -45,6 +47,7 @@ class SuiteOptions:
     backends: tuple[str, ...] = attrs.field(factory=cost_suite.default_backend_names)
     queries: int = 50
     currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
+    conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
 
 
 def _embedder(name: str) -> Embedder:
@@ -106,6 +109,13 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
             config=options.currentness,
             progress=advance,
         )
+    if "conflicts" in options.parts:
+        embedder = _embedder(options.embedder or "hashing")
+        runs = len(options.backends) * len(options.conflicts.modes)
+        advance = progress("conflicts (runs)", runs) if progress else None
+        results["conflicts"] = run_conflicts(
+            options.backends, embedder, config=options.conflicts, progress=advance
+        )
     return write_report(results, options.out)
 
 
@@ -151,7 +161,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         "--embedder",
         default=None,
         help="minilm, hashing, or a model name/path (default: minilm for quality, "
-        "hashing for currentness)",
+        "hashing for currentness and conflicts)",
     )
     parser.add_argument("--counter", default="model", choices=["model", "heuristic"])
     parser.add_argument("--conversations", default="0-9")
@@ -174,6 +184,12 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=",".join(CurrentnessConfig().modes),
         help=f"currentness, comma-separated, of: {', '.join(MODES)}",
     )
+    parser.add_argument(
+        "--fillers",
+        type=int,
+        default=ConflictsConfig().fillers,
+        help="conflicts: synthetic memories interleaved into each project scope",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.backends.split(",")) - set(cost_suite.backend_names()))
     if unknown:
@@ -194,6 +210,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
         currentness=CurrentnessConfig(slots=args.slots, modes=tuple(args.modes.split(","))),
+        conflicts=ConflictsConfig(fillers=args.fillers),
     )
 
 

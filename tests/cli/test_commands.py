@@ -146,4 +146,7 @@ class TestBenchArguments:
         """A part that does not exist is refused by the runner's parser (exit 2)."""
         result = cli("bench", "speed")
         assert result.code == 2
-        assert "'speed' is not a part of the suite (quality, cost, currentness)" in result.err
+        assert (
+            "'speed' is not a part of the suite (quality, cost, currentness, conflicts)"
+            in result.err
+        )
