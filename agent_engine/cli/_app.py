@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 import agent_engine
-from agent_engine.cli import _bench, _db, _demo, _memory
+from agent_engine.cli import _bench, _conflicts, _db, _demo, _memory
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
 from agent_engine.cli._store import url_forms
 
@@ -122,5 +122,8 @@ app.command(
     },
     add_help_option=False,
 )(_bench.bench)
+_memory.app.command(
+    name="conflicts", short_help="List contradicting memories, or resolve one by keeping it."
+)(_conflicts.conflicts)
 app.add_typer(_memory.app, name="memory", short_help="Manage project, global and task memory.")
 app.add_typer(_db.app, name="db", short_help="Upgrade the database schema, or show it.")
