@@ -64,9 +64,16 @@ def _similarity(_: object, attribute: attrs.Attribute[Any], value: object) -> No
         )
 
 
+def _kinds(value: object) -> frozenset[str]:
+    return frozenset(
+        _validate.identifier("ignore_kinds", kind)
+        for kind in _validate.sequence("ignore_kinds", value)
+    )
+
+
 @attrs.frozen
 class ConflictDetection:
-    """How many items a written item is set against, and how close in meaning they must be.
+    """How many items a written item is set against, and what counts as a conflict.
 
     Per written item: the ``related`` newest items of the scope sharing its kind, the
     ``related`` newest sharing one of its tags, and its ``neighbours`` nearest items by
@@ -74,12 +81,21 @@ class ConflictDetection:
     whatever the scope's size. A write of more than ``max_items`` items checks its first
     ``max_items`` (a bulk import is not a conversation; the skipped count is logged).
     ``neighbours=0`` turns the search by meaning off, ``related=0`` the other two reads.
+
+    A pair the classifier flags is recorded when the two share at least ``min_shared``
+    content terms: one shared word ("Gina: ;)" against any negated line naming Gina) is too
+    thin a subject. Items of ``ignore_kinds`` (conversation turns, tool outputs: records of
+    what was said or returned, not statements memory holds) are neither checked nor compared.
     """
 
     neighbours: int = attrs.field(default=5, validator=_non_negative)
     min_similarity: float = attrs.field(default=0.25, validator=_similarity)
     related: int = attrs.field(default=20, validator=_non_negative)
     max_items: int = attrs.field(default=32, validator=_non_negative)
+    min_shared: int = attrs.field(default=2, validator=_non_negative)
+    ignore_kinds: frozenset[str] = attrs.field(
+        default=frozenset({"turn", "message", "tool_output"}), converter=_kinds
+    )
 
 
 DEFAULT_DETECTION: Final = ConflictDetection()
@@ -96,7 +112,12 @@ def detect(
     ``store``'s scoped reads. Each pair is reported once, the item stored first as ``item_a``
     (within one write, the earlier item of the batch).
     """
-    checked = [item for item in written[: settings.max_items] if item.text.strip()]
+    ignored = settings.ignore_kinds
+    checked = [
+        item
+        for item in written[: settings.max_items]
+        if item.text.strip() and item.kind not in ignored
+    ]
     if not checked:
         return []
     stored = {item.id: item for item in store.get_many([item.id for item in checked])}
@@ -115,8 +136,10 @@ def detect(
             if other.id == current.id or pair in seen or not other.text.strip():
                 continue
             seen.add(pair)
+            if other.kind in ignored:
+                continue
             why = contradicts(other.text, current.text)
-            if why is None:
+            if why is None or len(why.shared) < settings.min_shared:
                 continue
             first, second = (
                 (current, other)

@@ -126,6 +126,35 @@ class TestDetection:
         user.add_pattern(NEVER, "git")
         assert shop.conflicts() == other.conflicts() == user.conflicts() == []
 
+    def test_one_shared_word_is_too_thin_a_subject(self, backend, clock):
+        """A pair sharing one content term is not recorded unless ``min_shared`` allows it."""
+        project = ProjectMemoryStore("shop", backend, clock=clock)
+        project.add_convention("Gina: ;)", "chat")
+        project.add_convention("Gina: I did not go.", "chat")
+        project.add_convention("Telemetry is on.", "ops")
+        project.add_convention("Telemetry is off.", "ops")
+        assert project.conflicts() == []
+        loose = ProjectMemoryStore(
+            "loose", backend, clock=clock, conflict_detection=ConflictDetection(min_shared=1)
+        )
+        loose.add_convention("Telemetry is on.", "ops")
+        loose.add_convention("Telemetry is off.", "ops")
+        assert [c.reason for c in loose.conflicts()] == ["on/off"]
+
+    def test_turns_and_tool_outputs_are_ignored(self, backend, clock):
+        """Conversation turns and tool outputs are neither checked nor compared, by default."""
+        project = ProjectMemoryStore("shop", backend, clock=clock)
+        project.add(project.new_item("turn", ALWAYS))
+        project.add(project.new_item("turn", NEVER))
+        project.add(project.new_item("tool_output", NEVER))
+        assert project.conflicts() == []
+        every = ProjectMemoryStore(
+            "every", backend, clock=clock, conflict_detection=ConflictDetection(ignore_kinds=())
+        )
+        every.add(every.new_item("turn", ALWAYS))
+        every.add(every.new_item("turn", NEVER))
+        assert len(every.conflicts()) == 1
+
     def test_detection_can_be_turned_off(self, backend, clock):
         """``conflict_detection=None``: the store records nothing and reads nothing for it."""
         quiet = ProjectMemoryStore("shop", backend, clock=clock, conflict_detection=None)
@@ -158,7 +187,15 @@ class TestDetection:
 
     @pytest.mark.parametrize(
         ("field", "value"),
-        [("neighbours", -1), ("related", 1.5), ("max_items", True), ("min_similarity", 1.5)],
+        [
+            ("neighbours", -1),
+            ("related", 1.5),
+            ("max_items", True),
+            ("min_similarity", 1.5),
+            ("min_shared", -2),
+            ("ignore_kinds", "turn"),
+            ("ignore_kinds", [""]),
+        ],
     )
     def test_settings_are_checked(self, field, value):
         """A negative count, a non-integer or a similarity outside [-1, 1] is refused."""
