@@ -152,15 +152,19 @@ def _conflicts_tables(conflicts: dict[str, Any]) -> list[str]:
             f"{alone['precision']:.3f}, recall {alone['recall']:.3f}."
         ),
         "",
-        "| backend | mode | recorded | precision | recall | by meaning only | add cost ratio |",
-        "|---" * 7 + "|",
+        (
+            "| backend | mode | recorded | precision | recall | by meaning only "
+            "| add cost ratio | ms per add (off, on) |"
+        ),
+        "|---" * 8 + "|",
     ]
     for row in conflicts["rows"]:
         ratio = "n/a" if row["add_cost_ratio"] is None else f"{row['add_cost_ratio']:.2f}"
         lines.append(
             f"| {row['backend']} | {row['mode']} | {row['recorded']} | "
             f"{row['precision']:.3f} | {row['recall']:.3f} | "
-            f"{row['found_by_meaning_only']}/{row['positives_by_meaning_only']} | {ratio} |"
+            f"{row['found_by_meaning_only']}/{row['positives_by_meaning_only']} | {ratio} | "
+            f"{row['baseline_add_ms']:.2f}, {row['add_ms']:.2f} |"
         )
     return [*lines, ""]
 
