@@ -53,6 +53,7 @@ from agent_engine.errors import (
     FilterTooLargeError,
     IndexCorruptError,
     ItemNotFoundError,
+    LifecycleStateError,
     QueryTimeoutError,
     ReembedRequiredError,
     SchemaVersionError,
@@ -65,6 +66,7 @@ from agent_engine.memory.conflicts import Conflict, ConflictType
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
+    ArchiveReason,
     AuditAction,
     AuditEvent,
     ContextItem,
@@ -77,15 +79,20 @@ from agent_engine.models import (
     TierShares,
 )
 from agent_engine.serde import from_dict, to_dict
+from agent_engine.tiers.aging import AgingPolicy, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import ConflictDetection
+from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
+from agent_engine.tiers.quarantine import CandidateReview, confirm_candidates
+from agent_engine.tiers.signals import PromotionPreset
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
+from agent_engine.tiers.views import View
 from agent_engine.tokens import (
     DEFAULT_COUNTER,
     HeuristicTokenCounter,
@@ -137,12 +144,16 @@ else:
 
 __all__ = [
     "AgentEngineError",
+    "AgingPolicy",
+    "ArchiveReason",
     "AssemblerConfig",
     "AuditAction",
     "AuditEvent",
     "AuditLog",
     "BackendError",
     "BackendUnavailableError",
+    "CandidateReview",
+    "CompactionReport",
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",
@@ -175,6 +186,7 @@ __all__ = [
     "IndexCorruptError",
     "ItemNotFoundError",
     "Layout",
+    "LifecycleStateError",
     "LowestImportanceOldest",
     "MarkedConflict",
     "MemoryBackend",
@@ -183,6 +195,8 @@ __all__ = [
     "OmissionReason",
     "Policy",
     "ProjectMemoryStore",
+    "PromotionCandidate",
+    "PromotionPreset",
     "PromotionResult",
     "Provenance",
     "QueryTimeoutError",
@@ -195,6 +209,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Status",
     "Task",
+    "TaskEnd",
     "TaskMemoryStore",
     "TaskState",
     "Tier",
@@ -206,12 +221,15 @@ __all__ = [
     "TransformersTokenCounter",
     "UnknownBackendError",
     "ValidationError",
+    "View",
     "__version__",
+    "confirm_candidates",
     "database_revision",
     "default_database_url",
     "from_dict",
     "parse_filter",
     "promote",
+    "promotion_candidates",
     "to_dict",
     "upgrade_database",
 ]

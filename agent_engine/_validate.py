@@ -22,11 +22,12 @@ The limits are what every backend can store and every call can compute with:
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +65,7 @@ MAX_JSON_DEPTH: Final = 64
 _FLOAT32_MAX: Final = float(np.finfo(np.float32).max)
 
 _Error = type[ValidationError]
+_E = TypeVar("_E", bound=enum.StrEnum)
 
 
 def text(
@@ -167,6 +169,17 @@ def aware(field: str, value: object, *, error: _Error = ValidationError) -> date
             value=value,
         )
     return converted
+
+
+def member(field: str, enum_type: type[_E], value: object) -> _E:
+    """``value`` as a member of ``enum_type`` (a member or its value), naming the allowed ones."""
+    try:
+        return enum_type(cast("str", value))
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum_type)
+        raise ValidationError(
+            f"{field} must be one of {allowed}; got {value!r}", field=field, value=value
+        ) from None
 
 
 def sequence(field: str, value: object, *, error: _Error = ValidationError) -> list[Any]:

@@ -16,7 +16,9 @@ its own:
    any item from the middle;
 5. **explain** (:mod:`explain`): the package names every candidate left out and why.
 
-The chosen items get their access recorded in one write per backend. If a tier's backend
+The items ranked in get their access recorded in one write per backend: pinned, HEAD and
+TAIL items are in every package by rule, and counting them would make the access counts that
+aging and consolidation read say nothing. If a tier's backend
 fails, in whichever phase, the package is built from what the healthy reads gave and names
 the failure (``strict=True`` raises instead): see ``_failopen``.
 """
@@ -41,7 +43,7 @@ from agent_engine.assembler.allocation import fill, plan_budget
 from agent_engine.assembler.config import AssemblerConfig
 from agent_engine.assembler.conflicts import CONFLICTS_READ
 from agent_engine.assembler.explain import explain
-from agent_engine.assembler.package import ContextPackage
+from agent_engine.assembler.package import ContextPackage, SelectionReason
 from agent_engine.assembler.packer import Packer, Taken
 from agent_engine.assembler.plans import TierPlan, plan_tiers
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy, resolve_policy
@@ -51,6 +53,7 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.models import ContextRequest, Task, Tier, utcnow
 from agent_engine.tiers.base import by_backend, record_access
+from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.stores import MemoryStores
@@ -118,8 +121,15 @@ class ContextAssembler:
         """A user's global memory (see :meth:`MemoryStores.global_store`)."""
         return self.stores.global_store(user_id)
 
+    def finish_task(self, task: Task | str) -> TaskEnd:
+        """Clear a finished task's memory and report it (see :meth:`MemoryStores.finish_task`)."""
+        return self.stores.finish_task(task)
+
     def cleanup_task(self, task: Task | str) -> int:
-        """Clear a finished task's memory and forget its store; return items removed."""
+        """Clear a finished task's memory and forget its store; return items removed.
+
+        :meth:`finish_task` says what its promotion candidates were, too.
+        """
         return self.stores.cleanup_task(task)
 
     # ------------------------------------------------------------------ assembly
@@ -204,10 +214,11 @@ class ContextAssembler:
         )
 
     def _record_access(self, build: Build, taken: list[Taken]) -> None:
-        """One write per distinct backend for everything chosen."""
+        """One write per distinct backend for everything ranked in (chosen on its merits)."""
         chosen: dict[Tier, list[str]] = {}
         for entry in (t.entry for t in taken):
-            chosen.setdefault(entry.tier, []).append(entry.item.id)
+            if entry.reason is SelectionReason.RANKED:
+                chosen.setdefault(entry.tier, []).append(entry.item.id)
         for group in by_backend(build.stores[tier] for tier in Tier if tier in chosen):
             build.reads.run(
                 [store.tier for store in group],

@@ -2,7 +2,11 @@
 
 Each source the policy asks for contributes at most ``per_source`` items: the best vector
 matches, the best BM25 matches, the newest, the most important, and the session neighbours of
-the best hits (so smoothing can lift the turn next to a match). Every pinned item of the tier
+the best hits (so smoothing can lift the turn next to a match). The two searches and the
+neighbours reach into the archive as well as the working set, MemGPT's archival search done
+for the agent: an archived item comes back into a build when it matches the query as well as
+what the working set offers, and only then. The newest, the most important and the pinned
+items are the working set's; superseded versions never enter. Every pinned item of the tier
 joins: pinned means "in whenever it fits", so none may go unread (pinned items are few by
 design, and one indexed read fetches them all).
 The pool is fetched in one batched read; dense scores for pool items found by other sources
@@ -36,6 +40,7 @@ from agent_engine.models import ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalMatches, Neighbourhoods
 from agent_engine.tiers.base import QueryVectors, TierStore
 from agent_engine.tiers.lexical import LexicalView
+from agent_engine.tiers.views import View
 
 __all__ = ["GatherLimits", "QueryVectors", "gather"]
 
@@ -235,7 +240,12 @@ class _Gathering:
     def pool(self, found: dict[str, ContextItem]) -> dict[str, ContextItem]:
         """Every id named, read in one batch but for those ``found`` or known already."""
         found = {**found, **_fetch(self.store, [i for i in self.ids if i not in found], self.known)}
-        items = {i: found[i] for i in self.ids if i in found and i not in self.known}
+        # A version superseded since the index last saw it is history: never a candidate.
+        items = {
+            i: found[i]
+            for i in self.ids
+            if i in found and i not in self.known and not found[i].superseded
+        }
         items.update(self.known)
         return items
 
@@ -270,7 +280,7 @@ def _start_search(
     """
     if not text or store.query_embedder is None:
         return None
-    search = functools.partial(store.search_text, text, k, vectors=memo)
+    search = functools.partial(store.search_text, text, k, vectors=memo, view=View.CURRENT)
     if background is not None:
         return background.submit(contextvars.copy_context().run, search)
     done: Future[tuple[Vector, list[SearchHit]]] = Future()

@@ -83,6 +83,11 @@ class Selection:
     body: str
     truncated: bool = False
 
+    @property
+    def from_archive(self) -> bool:
+        """Whether the item was paged in from the archive (a match outside the working set)."""
+        return self.item.archived
+
 
 @attrs.frozen
 class Omission:
@@ -148,6 +153,11 @@ class ContextPackage:
     def items(self) -> tuple[ContextItem, ...]:
         """The chosen items, in prompt order."""
         return tuple(selection.item for selection in self.selections)
+
+    @property
+    def paged_in(self) -> tuple[Selection, ...]:
+        """The selections paged in from the archive, in prompt order."""
+        return tuple(selection for selection in self.selections if selection.from_archive)
 
     @property
     def tokens_used(self) -> int:

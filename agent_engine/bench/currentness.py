@@ -10,20 +10,22 @@ editor, the api service's indentation, Alice's city) each get a first fact; a sh
 is later **updated** (a new value for the same slot: "prefers vim" -> "now prefers emacs") and
 another share **contradicted** (what held last negated: "always run ruff in CI" -> "never
 run ruff in CI"), some slots more than once. A share of the changed slots carries a slot key
-on every version, in the item's payload (``{"key": "preference:user:editor"}``;
-:class:`~agent_engine.models.ContextItem` has no key field of its own), the others none, so
-keyed and unkeyed changes can be told apart once memory acts on keys. Filler memories from
-:mod:`agent_engine.bench.synthetic` are interleaved, and every item gets a timestamp in stream
-order. User preferences go to global memory, project conventions and facts about people to
-project memory.
+on every version, in the item's payload (``{"key": "preference:user:editor"}``), the others
+none, so keyed and unkeyed changes can be told apart: the ``lifecycle`` mode declares it as
+the item's :attr:`~agent_engine.models.ContextItem.key`, the ``baseline`` mode ignores it.
+Filler memories from :mod:`agent_engine.bench.synthetic` are interleaved, and every item gets
+a timestamp in stream order. User preferences go to global memory, project conventions and
+facts about people to project memory.
 
 Then, for every changed slot and budget, ``build_context`` is asked a question about the slot
 and the package is scored: *current included* (the latest version was selected), *stale
 excluded* (no older version was), and *both*.
 
 Each :class:`Mode` writes the same stream its own way and answers the same questions; all the
-modes named run in one process, so their figures compare directly. ``baseline`` is memory as
-it stands: every version is an ordinary item, nothing marks one as replacing another.
+modes named run in one process, so their figures compare directly. ``baseline`` is memory
+without a lifecycle: every version is an ordinary item, nothing marks one as replacing
+another. ``lifecycle`` writes the same items through the same stores, declaring each keyed
+version's slot, so a newer version supersedes the older one as it is written.
 """
 
 from __future__ import annotations
@@ -296,7 +298,7 @@ class CurrentnessConfig:
     max_changes: int = 2
     filler: int = 1500
     budgets: tuple[int, ...] = (512, 1024)
-    modes: tuple[str, ...] = ("baseline",)
+    modes: tuple[str, ...] = ("baseline", "lifecycle")
     seed: int = 0
 
     def __attrs_post_init__(self) -> None:
@@ -509,6 +511,19 @@ def _ingest_plain(
     stream: Stream, embedder: Embedder, counter: TokenCounter
 ) -> tuple[ContextAssembler, Task]:
     """Every version is written as an ordinary new memory, one at a time, in stream order."""
+    return _ingest(stream, embedder, counter, keyed=False)
+
+
+def _ingest_keyed(
+    stream: Stream, embedder: Embedder, counter: TokenCounter
+) -> tuple[ContextAssembler, Task]:
+    """As :func:`_ingest_plain`, with each keyed version's slot declared as its ``key``."""
+    return _ingest(stream, embedder, counter, keyed=True)
+
+
+def _ingest(
+    stream: Stream, embedder: Embedder, counter: TokenCounter, *, keyed: bool
+) -> tuple[ContextAssembler, Task]:
     now = stream.ends_at + timedelta(hours=1)
     backend = InMemoryBackend(embedder=embedder)
     stores = MemoryStores(
@@ -525,7 +540,8 @@ def _ingest_plain(
     }
     for item in stream.items:
         store = scoped[item.tier]
-        store.add(attrs.evolve(item, namespace=store.namespace))
+        key = item.payload.get("key") if keyed else None
+        store.add(attrs.evolve(item, namespace=store.namespace, key=key))
     assembler = ContextAssembler(
         stores, config=AssemblerConfig(track_access=False), counter=counter
     )
@@ -535,8 +551,13 @@ def _ingest_plain(
 MODES: Mapping[str, Mode] = {
     "baseline": Mode(
         "baseline",
-        "memory as it stands: every version is an ordinary item",
+        "memory without a lifecycle: every version is an ordinary item",
         _ingest_plain,
+    ),
+    "lifecycle": Mode(
+        "lifecycle",
+        "keyed versions declare their slot: the newer supersedes the older as it is written",
+        _ingest_keyed,
     ),
 }
 """The modes a run can name, measured side by side on the same stream."""

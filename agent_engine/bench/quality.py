@@ -31,6 +31,7 @@ from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier
 from agent_engine.tiers.scope import local_id
 from agent_engine.tiers.stores import MemoryStores
+from agent_engine.tiers.views import View
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["BASELINES", "QualityConfig", "run_quality", "split_of"]
@@ -53,6 +54,12 @@ class QualityConfig:
     policies: tuple[str, ...] = (*BASELINES, "hybrid")
     live_turns: int = 4
     recall_at: tuple[int, ...] = (5, 10)
+    working_set: int | None = None
+    """The project store's item limit (``None``: unlimited). A limit far below a
+    conversation's length pages most of it out to the archive as it is loaded, so builds must
+    page it back in: what the archive costs in recall, against an unlimited store."""
+    drop_archive: bool = False
+    """Forget what the limit archived: eviction as it was before the archive (it deleted)."""
 
 
 def split_of(index: int) -> str:
@@ -70,7 +77,12 @@ def _stores(
     backend = InMemoryBackend(embedder=embedder)
     end = conversation.ends_at + timedelta(days=1)
     assembler = ContextAssembler(
-        MemoryStores(backend, task_backend=backend, max_project_items=None, clock=lambda: end),
+        MemoryStores(
+            backend,
+            task_backend=backend,
+            max_project_items=config.working_set,
+            clock=lambda: end,
+        ),
         config=AssemblerConfig(track_access=False),
         counter=counter,
         policies=policies,
@@ -79,7 +91,10 @@ def _stores(
     live = config.live_turns
     history = conversation.items[:-live] if live else conversation.items
     recent = conversation.items[-live:] if live else ()
-    assembler.project_store(task.project_id).add_many(history)
+    project = assembler.project_store(task.project_id)
+    project.add_many(history)
+    if config.drop_archive:
+        project.forget(*(item.id for item in project.list_all(view=View.ARCHIVED)))
     task_store = assembler.task_store(task)
     task_store.add_many(
         attrs.evolve(item, tier=Tier.TASK, namespace=task_store.namespace) for item in recent

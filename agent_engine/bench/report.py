@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agent_engine.bench import aging
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -257,6 +258,12 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "## Currentness: changed facts",
             "",
             *_currentness_tables(results["currentness"]),
+        ]
+    if "aging" in results:
+        lines += [
+            "## Aging: compaction against one full read",
+            "",
+            *aging.table(results["aging"]),
         ]
     if "conflicts" in results:
         lines += [

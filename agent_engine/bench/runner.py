@@ -13,6 +13,7 @@ import attrs
 
 from agent_engine.bench import cost as cost_suite
 from agent_engine.bench import locomo
+from agent_engine.bench.aging import AgingBenchConfig, run_aging
 from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.quality import QualityConfig, run_quality
@@ -22,7 +23,7 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersToken
 
 __all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost", "currentness", "conflicts")
+PARTS = ("quality", "cost", "currentness", "aging", "conflicts")
 """The parts of the suite, in the order they run."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -47,6 +48,7 @@ class SuiteOptions:
     backends: tuple[str, ...] = attrs.field(factory=cost_suite.default_backend_names)
     queries: int = 50
     currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
+    aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
     conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
 
 
@@ -109,6 +111,10 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
             config=options.currentness,
             progress=advance,
         )
+    if "aging" in options.parts:
+        cells = len(options.aging.sizes) * len(options.aging.backends)
+        advance = progress("aging (cells)", cells) if progress else None
+        results["aging"] = run_aging(options.aging, progress=advance)
     if "conflicts" in options.parts:
         embedder = _embedder(options.embedder or "hashing")
         runs = len(options.backends) * len(options.conflicts.modes)
@@ -167,6 +173,17 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
     parser.add_argument("--conversations", default="0-9")
     parser.add_argument("--budgets", default="256,512,1024,2048,4096")
     parser.add_argument("--policies", default=",".join(QualityConfig().policies))
+    parser.add_argument(
+        "--working-set",
+        type=int,
+        default=None,
+        help="quality: limit the project store to this many items (the rest is archived)",
+    )
+    parser.add_argument(
+        "--drop-archive",
+        action="store_true",
+        help="quality: forget what --working-set archived (eviction before the archive)",
+    )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
         "--backends",
@@ -185,13 +202,24 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         help=f"currentness, comma-separated, of: {', '.join(MODES)}",
     )
     parser.add_argument(
+        "--aging-sizes",
+        default=",".join(str(n) for n in AgingBenchConfig().sizes),
+        help="aging: store sizes to compact",
+    )
+    parser.add_argument(
+        "--aging-backends",
+        default=",".join(AgingBenchConfig().backends),
+        help=f"aging, comma-separated, of: {', '.join(cost_suite.backend_names())}",
+    )
+    parser.add_argument(
         "--fillers",
         type=int,
         default=ConflictsConfig().fillers,
         help="conflicts: synthetic memories interleaved into each project scope",
     )
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.backends.split(",")) - set(cost_suite.backend_names()))
+    named = {*args.backends.split(","), *args.aging_backends.split(",")}
+    unknown = sorted(named - set(cost_suite.backend_names()))
     if unknown:
         parser.error(f"unknown backend(s): {', '.join(unknown)}")
     unknown = sorted(set(args.modes.split(",")) - set(MODES))
@@ -205,11 +233,17 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         counter=args.counter,
         conversations=parse_ints(args.conversations),
         quality=QualityConfig(
-            budgets=parse_ints(args.budgets), policies=tuple(args.policies.split(","))
+            budgets=parse_ints(args.budgets),
+            policies=tuple(args.policies.split(",")),
+            working_set=args.working_set,
+            drop_archive=args.drop_archive,
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
         currentness=CurrentnessConfig(slots=args.slots, modes=tuple(args.modes.split(","))),
+        aging=AgingBenchConfig(
+            sizes=parse_ints(args.aging_sizes), backends=tuple(args.aging_backends.split(","))
+        ),
         conflicts=ConflictsConfig(fillers=args.fillers),
     )
 

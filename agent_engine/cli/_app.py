@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 import agent_engine
-from agent_engine.cli import _bench, _conflicts, _db, _demo, _memory
+from agent_engine.cli import _bench, _candidates, _compact, _conflicts, _db, _demo, _memory
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
 from agent_engine.cli._store import url_forms
 
@@ -125,5 +125,8 @@ app.command(
 _memory.app.command(
     name="conflicts", short_help="List contradicting memories, or resolve one by keeping it."
 )(_conflicts.conflicts)
+_memory.app.command(name="candidates")(_candidates.candidates)
+_memory.app.command(name="confirm")(_candidates.confirm)
+_memory.app.command(name="compact")(_compact.compact)
 app.add_typer(_memory.app, name="memory", short_help="Manage project, global and task memory.")
 app.add_typer(_db.app, name="db", short_help="Upgrade the database schema, or show it.")

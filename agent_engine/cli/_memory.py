@@ -16,6 +16,8 @@ import enum
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +26,7 @@ import typer
 from rich.text import Text
 
 from agent_engine import (
+    ArchiveReason,
     AuditAction,
     ConfirmationDeclined,
     ConfirmationRequest,
@@ -37,6 +40,7 @@ from agent_engine import (
     Tier,
     TierStore,
     ValidationError,
+    View,
     promote,
 )
 from agent_engine.cli._confirm import make_confirm
@@ -56,7 +60,8 @@ from agent_engine.tiers import parse_task_namespace
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Add, list, search, show, forget, pin, promote and clear memories; show the status.",
+    help="Add, list, search, show, forget, pin, promote, archive, restore and clear memories; "
+    "show their history and the status.",
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: see the note in ._app
 )
@@ -107,6 +112,48 @@ Kind = Annotated[
 Limit = Annotated[int, typer.Option(metavar="N", help="At most this many.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (same as the global --json).")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Approve confirmations.")]
+Archived = Annotated[
+    bool,
+    typer.Option("--archived", help="Include the archive (what eviction and aging paged out)."),
+]
+ViewOption = Annotated[
+    View | None,
+    typer.Option(
+        "--view",
+        help="Which lifecycle states: working (the default), archived, current (both), "
+        "all (superseded versions too).",
+        show_default=False,
+    ),
+]
+AsOf = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        metavar="TIME",
+        help="What held at this time (ISO 8601 with a UTC offset, e.g. 2026-01-31T09:00+00:00).",
+        show_default=False,
+    ),
+]
+
+
+def _time(option: str, text: str | None) -> datetime | None:
+    """``text`` as an aware datetime; a time without an offset would be a guess."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CommandError(f"{option} takes an ISO 8601 time, got {text!r}") from None
+    if moment.tzinfo is None:
+        raise CommandError(f"{option} needs a UTC offset (e.g. {text}+00:00), got {text!r}")
+    return moment
+
+
+def _view(archived: bool, view: View | None) -> View:
+    """The view a listing asked for: ``--view``, or ``--archived`` for the archive too."""
+    if archived and view is not None and view is not View.CURRENT:
+        raise CommandError("--archived is --view current; give one of them")
+    return view or (View.CURRENT if archived else View.WORKING)
 
 
 @attrs.frozen
@@ -270,6 +317,9 @@ def list_(
     task: TaskOption = None,
     kind: Kind = None,
     limit: Limit = 50,
+    archived: Archived = False,
+    view: ViewOption = None,
+    as_of: AsOf = None,
     project: Project = None,
     user: User = None,
     json_output: Json = False,
@@ -277,10 +327,16 @@ def list_(
     """List memories, newest first: project and global, or one task's with --task."""
     if task is not None and tier is not Which.ALL:
         raise CommandError("--task lists one task's memory; leave out --tier")
+    seen = _view(archived, view)
+    at = _time("--as-of", as_of)
+    if at is not None and (archived or view is not None):
+        raise CommandError("--as-of lists what held then, whatever its state now; drop --view")
     scope = _open(ctx, project, user, access=Access.READ, task=task)
     stores: list[TierStore] = [scope.task] if scope.task is not None else scope.stores(tier)
     filters: dict[str, Any] = {"kind": kind} if kind else {}
-    items = [item for store in stores for item in store.query(filters, limit=limit)]
+    items = [
+        item for store in stores for item in store.query(filters, limit=limit, view=seen, as_of=at)
+    ]
     items.sort(key=lambda item: item.timestamp, reverse=True)
     items = items[:limit]
     if _json(ctx, json_output):
@@ -297,14 +353,21 @@ def search(
     tier: TierChoice = Which.ALL,
     kind: Kind = None,
     limit: Limit = 10,
+    archived: Archived = False,
+    view: ViewOption = None,
     project: Project = None,
     user: User = None,
     json_output: Json = False,
 ) -> None:
     """Search memories by meaning (cosine similarity of embeddings), best first."""
+    seen = _view(archived, view)
     scope = _open(ctx, project, user, access=Access.READ, embed=True)
     filters: dict[str, Any] = {"kind": kind} if kind else {}
-    hits = [hit for store in scope.stores(tier) for hit in store.search(query, limit, filters)]
+    hits = [
+        hit
+        for store in scope.stores(tier)
+        for hit in store.search(query, limit, filters, view=seen)
+    ]
     hits.sort(key=lambda hit: hit.score, reverse=True)
     hits = hits[:limit]
     if _json(ctx, json_output):
@@ -470,6 +533,82 @@ def _task_of(scope: Scope, item_id: str) -> TaskMemoryStore:
     return TaskMemoryStore(parsed[2], scope.store.backend, project_id=mine[0], user_id=mine[1])
 
 
+# ---------------------------------------------------------------------------- lifecycle
+
+
+def _owned(scope: Scope, item_ids: list[str]) -> list[tuple[TierStore, list[str]]]:
+    """``item_ids`` grouped by the store of the scope that holds each (unknown ids raise)."""
+    groups: dict[str, tuple[TierStore, list[str]]] = {}
+    for item_id in item_ids:
+        store, _ = scope.find(item_id)
+        groups.setdefault(store.namespace, (store, []))[1].append(item_id)
+    return list(groups.values())
+
+
+Ids = Annotated[list[str], typer.Argument(metavar="ID...", help="The memories.")]
+
+
+def _move_command(
+    name: str, summary: str, move: Callable[[TierStore, list[str]], list[ContextItem]]
+) -> None:
+    """Register ``archive`` or ``restore``: the same lookup, a move in one direction."""
+    verb = f"{name}d"
+
+    @app.command(name=name, help=summary)
+    def command(
+        ctx: typer.Context,
+        item_ids: Ids,
+        project: Project = None,
+        user: User = None,
+        json_output: Json = False,
+    ) -> None:
+        scope = _open(ctx, project, user, access=Access.WRITE)
+        moved = [item for store, ids in _owned(scope, item_ids) for item in move(store, ids)]
+        _report_moves(ctx, json_output, moved, verb)
+
+
+_move_command(
+    "archive",
+    "Page memories out to the archive: out of prompts unless a query matches them.",
+    lambda store, ids: store.archive(*ids, reason=ArchiveReason.MANUAL),
+)
+_move_command(
+    "restore",
+    "Bring archived memories back to the working set.",
+    lambda store, ids: store.restore(*ids),
+)
+
+
+def _report_moves(
+    ctx: typer.Context, json_output: bool, items: list[ContextItem], verb: str
+) -> None:
+    if _json(ctx, json_output):
+        emit_json({verb: [item.id for item in items]})
+        return
+    if not items:
+        console().print(Text(f"nothing {verb}: every item was {verb} already"))
+    for item in items:
+        console().print(Text(f"{verb} {item.id} ({item.kind}: {item.text[:60]})"))
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    item_id: Annotated[str, typer.Argument(metavar="ID")],
+    project: Project = None,
+    user: User = None,
+    json_output: Json = False,
+) -> None:
+    """Every version of a memory, oldest first: what it replaced and what replaced it."""
+    scope = _open(ctx, project, user, access=Access.READ)
+    store, _ = scope.find(item_id)
+    versions = store.history(item_id)
+    if _json(ctx, json_output):
+        emit_json([item_json(item) for item in versions])
+        return
+    console().print(item_table(versions, title=f"{len(versions)} version(s), oldest first"))
+
+
 # ---------------------------------------------------------------------------- status
 
 
@@ -480,9 +619,14 @@ def status(
     """Counts per tier and kind, store size and schema revision."""
     scope = _open(ctx, project, user, access=Access.READ)
     counts: list[tuple[str, str, int]] = []
+    states: dict[str, dict[str, int]] = {}
     for store in scope.stores():
         kinds = Counter(item.kind for item in store.query(None, limit=None))
         counts.extend((store.namespace, kind, n) for kind, n in sorted(kinds.items()))
+        working = sum(kinds.values())
+        archive = store.count(view=View.ARCHIVED)
+        history = store.count(view=View.ALL) - working - archive
+        states[store.namespace] = {"working": working, "archived": archive, "history": history}
     backend = scope.store.backend
     size = scope.store.size_bytes()
     revision = scope.store.revision()
@@ -498,6 +642,7 @@ def status(
                 "project": scope.project.project_id,
                 "user": scope.user.user_id,
                 "counts": [{"namespace": ns, "kind": kind, "items": n} for ns, kind, n in counts],
+                "states": states,
                 "totals": totals,
             }
         )
@@ -511,7 +656,14 @@ def status(
         out.print(Text(f"schema revision: {revision or 'n/a'}"))
     out.print(Text("items in the store: " + ", ".join(f"{n} {t}" for t, n in totals.items())))
     out.print(Text(f"scope: {scope.project.namespace} and {scope.user.namespace}"))
-    out.print(counts_table("Items in this scope", counts))
+    for namespace, state in states.items():
+        out.print(
+            Text(
+                f"{namespace}: {state['working']} in the working set, {state['archived']} "
+                f"archived, {state['history']} superseded version(s)"
+            )
+        )
+    out.print(counts_table("Items in the working set of this scope", counts))
 
 
 # ---------------------------------------------------------------------------- clear
@@ -534,7 +686,7 @@ def clear(
     store = scope.task
     if store is None:  # pragma: no cover - _open builds it when a task is named
         raise CommandError("--task names the task whose memory to clear")
-    items = tuple(store.list_all())
+    items = tuple(store.list_all(view=View.ALL))
     if not items:
         raise CommandError(
             f"no items in the task memory of {task!r} ({store.namespace}): nothing to clear"

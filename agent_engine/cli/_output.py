@@ -91,10 +91,19 @@ def item_table(
             Text(item.tier.value),
             Text(item.kind),
             f"{item.importance:.2f}",
-            Text(item.status.value),
+            Text(_state(item)),
             Text(_short(item.text or item.body)),
         )
     return table
+
+
+def _state(item: ContextItem) -> str:
+    """The item's status, and its lifecycle state when it is not in the working set."""
+    if item.superseded:
+        return f"{item.status.value}, superseded (v{item.version})"
+    if item.archived_reason is not None:
+        return f"{item.status.value}, archived ({item.archived_reason.value})"
+    return item.status.value
 
 
 def show_item(out: Console, item: ContextItem) -> None:
@@ -149,6 +158,7 @@ def package_json(
                 "tier": selection.tier.value,
                 "kind": selection.item.kind,
                 "reason": selection.reason.value,
+                "from_archive": selection.from_archive,
                 "score": round(selection.score, 4),
                 "tokens": selection.tokens,
                 "truncated": selection.truncated,
@@ -202,7 +212,7 @@ def _selections(package: ContextPackage) -> Table:
     for selection in package.selections:
         table.add_row(
             Text(selection.tier.value),
-            Text(selection.reason.value),
+            Text(selection.reason.value + (" (archive)" if selection.from_archive else "")),
             f"{selection.score:.3f}",
             str(selection.tokens),
             Text(selection.item.kind),

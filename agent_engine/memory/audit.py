@@ -83,7 +83,7 @@ def erasure_token(item_id: str) -> str:
 
 
 def redact_value(value: Any, tokens: Mapping[str, str]) -> Any:
-    """``value`` (JSON data) with each id of ``tokens`` replaced by its token.
+    """``value`` (JSON data) with each id of ``tokens`` replaced by its token, keys included.
 
     A string equal to an id becomes its token; inside a longer string (an error message of an
     ``abort`` event) the id is replaced where it appears quoted, as Python's ``repr`` and JSON
@@ -104,7 +104,11 @@ def redact_value(value: Any, tokens: Mapping[str, str]) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(redact_value(element, tokens) for element in value)
     if isinstance(value, dict):
-        return {key: redact_value(element, tokens) for key, element in value.items()}
+        # Keys too: a detail may map ids to something (what replaced each, say).
+        return {
+            redact_value(key, tokens): redact_value(element, tokens)
+            for key, element in value.items()
+        }
     return value
 
 

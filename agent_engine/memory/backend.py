@@ -58,7 +58,15 @@ from agent_engine.memory.audit import (
     redact_value,
 )
 from agent_engine.memory.conflicts import ConflictStore
-from agent_engine.models import ContextItem, Provenance, Tier, Vector, bump_count
+from agent_engine.models import (
+    ArchiveReason,
+    ContextItem,
+    Provenance,
+    Tier,
+    Vector,
+    bump_count,
+    with_archive_mark,
+)
 from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.retrieval.lexical import LexicalScope
 from agent_engine.serde import from_dict, to_dict
@@ -272,6 +280,17 @@ class MemoryBackend(Protocol):
 
     def touch(self, item_ids: Iterable[str], at: datetime) -> int:
         """Record one access of each item at ``at`` in one write; return how many exist."""
+        ...
+
+    def set_archived(
+        self, item_ids: Iterable[str], at: datetime | None, reason: ArchiveReason | None
+    ) -> int:
+        """Set each item's archive mark in one write; return how many exist.
+
+        ``at`` and ``reason`` go together (both ``None`` lifts the mark). Nothing else about
+        the items changes: not their text, vectors or counts, nor any full-text index (the
+        archive is searched like the working set). Unknown ids are skipped.
+        """
         ...
 
     def stored_identity(self) -> EmbedderIdentity | None:
@@ -615,6 +634,34 @@ class BaseBackend(abc.ABC):
         if bumped:
             self._replace(bumped)
         return len(bumped)
+
+    def set_archived(
+        self, item_ids: Iterable[str], at: datetime | None, reason: ArchiveReason | None
+    ) -> int:
+        """Set (or, with ``None`` and ``None``, lift) the items' archive mark in one write.
+
+        The transition a tier store's archive makes for many items at once (eviction,
+        compaction): one statement, not a rewrite of every row. Returns how many exist.
+        """
+        ids = list(dict.fromkeys(_check_ids(item_ids)))
+        when = None if at is None else _validate.aware("at", at)
+        why = _archive_reason(reason)
+        if (when is None) != (why is None):
+            raise ValidationError(
+                "at and reason are given together (None and None lift the mark)",
+                field="reason" if when is not None else "at",
+                value=reason if when is not None else at,
+            )
+        return self._set_archived(ids, when, why) if ids else 0
+
+    def _set_archived(
+        self, item_ids: list[str], at: datetime | None, reason: ArchiveReason | None
+    ) -> int:
+        """Default archive marking: read, mark and replace (backends override in one statement)."""
+        marked = with_archive_mark(self._fetch(item_ids).values(), at, reason)
+        if marked:
+            self._replace(marked)
+        return len(marked)
 
     # ------------------------------------------------------------------ lexical search
 
@@ -1172,6 +1219,10 @@ def _check_items(items: object, *, adding: bool) -> list[ContextItem]:
             )
         seen.add(item.id)
     return batch
+
+
+def _archive_reason(value: object) -> ArchiveReason | None:
+    return None if value is None else _validate.member("reason", ArchiveReason, value)
 
 
 def _check_limit(limit: object) -> None:

@@ -77,7 +77,7 @@ from agent_engine.memory.backend import (
     check_vectors,
 )
 from agent_engine.memory.conflicts import ConflictStore
-from agent_engine.models import ContextItem, Vector
+from agent_engine.models import ArchiveReason, ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalScope
 
 __all__ = [
@@ -409,6 +409,13 @@ class FaissBackend(BaseBackend):
         # Access counts live in the record store and never move a vector.
         return self.store.touch(item_ids, at)
 
+    def _set_archived(
+        self, item_ids: list[str], at: datetime | None, reason: ArchiveReason | None
+    ) -> int:
+        # The archive mark lives in the record store; archived items keep their rows here
+        # (the archive is searched like the working set).
+        return self.store.set_archived(item_ids, at, reason)
+
     # ------------------------------------------------------------------ index upkeep
 
     def _index(self, items: list[ContextItem]) -> None:
@@ -471,9 +478,9 @@ class FaissBackend(BaseBackend):
         Returns ``None`` when ``walk_limit`` rows gave fewer than ``k`` (a selective filter).
         """
         hits: list[SearchHit] = []
-        # Rows are already scoped to the namespace, and a tier store's other condition (its
-        # tier) holds for nearly every item of it: such a walk asks for k rows, not 4k, which
-        # saves the record store three fetches in four. Other filters start wider.
+        # Rows are already scoped to the namespace, and a tier store's other conditions (its
+        # tier, not superseded) hold for nearly every item of it: such a walk asks for k rows,
+        # not 4k, which saves the record store three fetches in four. Other filters start wider.
         window = k if _scope_only(where) else 4 * k
         walked = 0
         while len(hits) < k:
@@ -626,8 +633,16 @@ def _scoped_namespace(where: Filter) -> str | None:
 
 
 def _scope_only(where: Filter) -> bool:
-    """Whether ``where`` holds only namespace and tier equalities (a tier store's scope)."""
-    return all(c.op is Op.EQ and c.field in ("namespace", "tier") for c in where.conditions)
+    """Whether ``where`` is a tier store's scope: what nearly every item of it matches.
+
+    Namespace and tier equalities, and "not superseded" (``valid_to`` null: history is a
+    small part of a scope). Anything else may match few items: a walk starts wider.
+    """
+    return all(
+        c.op is Op.EQ
+        and (c.field in ("namespace", "tier") or (c.field == "valid_to" and c.value is None))
+        for c in where.conditions
+    )
 
 
 def _same_vector(rows: RowIndex, row: int, embedding: Vector) -> bool:

@@ -35,7 +35,7 @@ from agent_engine.memory.backend import (
     check_vectors,
 )
 from agent_engine.memory.conflicts import InMemoryConflictStore
-from agent_engine.models import ContextItem, Vector
+from agent_engine.models import ArchiveReason, ContextItem, Vector, with_archive_mark
 
 if TYPE_CHECKING:
     from agent_engine.memory.registry import OpenOptions
@@ -186,6 +186,16 @@ class InMemoryBackend(BaseBackend):
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         with self._lock:
             return super()._touch(item_ids, at)
+
+    def _set_archived(
+        self, item_ids: list[str], at: datetime | None, reason: ArchiveReason | None
+    ) -> int:
+        # The mark changes neither an item's namespace, status nor vector: no index moves.
+        with self._lock:
+            found = [self._items[item_id] for item_id in item_ids if item_id in self._items]
+            for item in with_archive_mark(found, at, reason):
+                self._items[item.id] = item
+            return len(found)
 
     def _stored_identity(self) -> EmbedderIdentity | None:
         with self._lock:

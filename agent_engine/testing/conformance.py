@@ -45,9 +45,11 @@ from agent_engine.memory.backend import MemoryBackend, embedding_text
 from agent_engine.memory.conflicts import Conflict, ConflictType
 from agent_engine.models import (
     MAX_COUNT,
+    ArchiveReason,
     AuditAction,
     AuditEvent,
     ContextItem,
+    Origin,
     Provenance,
     Status,
     Tier,
@@ -78,6 +80,19 @@ def make_item(n: int, **fields: Any) -> ContextItem:
         "access_count": n % 3,
         "last_accessed_at": T0 + timedelta(hours=n) if n % 2 else None,
         "expires_at": T0 + timedelta(days=n) if n % 3 == 0 else None,
+        # The lifecycle: slots, versions and history, the archive, merged duplicates.
+        "key": f"slot-{n % 3}" if n % 4 == 1 else None,
+        "version": n % 3 + 1,
+        "valid_from": T0 + timedelta(minutes=n, seconds=30) if n % 5 == 2 else None,
+        "valid_to": T0 + timedelta(days=1, minutes=n) if n % 6 == 5 else None,
+        "superseded_by": f"item-{n + 1:05d}" if n % 6 == 5 else None,
+        "archived_at": T0 + timedelta(hours=2, minutes=n) if n % 7 == 3 else None,
+        "archived_reason": ArchiveReason.EVICTED if n % 7 == 3 else None,
+        "merged_from": (
+            (Origin(f"dup-{n}", source="test/dup", session="s9", timestamp=T0),)
+            if n % 8 == 2
+            else ()
+        ),
     }
     defaults.update(fields)
     return ContextItem(**defaults)
@@ -232,6 +247,41 @@ class BackendConformance:
         assert _same(filled.get("item-00001"), make_item(1))
         assert _same(filled.get("item-00002"), make_item(2))
         assert filled.get("item-00099") is None
+
+    def test_write_adds_and_updates_together(self, filled: MemoryBackend) -> None:
+        """write() stores new items and replaces stored ones in one call."""
+        history = attrs.evolve(make_item(5), id="item-00005-v1", valid_to=T0 + timedelta(days=9))
+        current = attrs.evolve(make_item(5), text="the new version", version=2)
+        filled.write(add=[history], update=[current])
+        assert _same(filled.get(history.id), history)
+        assert _same(filled.get(current.id), current)
+        assert filled.count() == 31
+
+    @pytest.mark.parametrize(
+        "broken",
+        [
+            pytest.param({"add": [make_item(40)], "update": [make_item(99)]}, id="unknown-update"),
+            pytest.param(
+                {"add": [make_item(40), make_item(3)], "update": [make_item(4)]},
+                id="stored-add",
+            ),
+        ],
+    )
+    def test_write_is_all_or_nothing(
+        self, filled: MemoryBackend, broken: dict[str, list[ContextItem]]
+    ) -> None:
+        """A write whose add or update cannot happen stores and changes nothing."""
+        updates = [attrs.evolve(item, text="changed") for item in broken["update"]]
+        with pytest.raises((ItemNotFoundError, DuplicateItemError)):
+            filled.write(add=broken["add"], update=updates)
+        assert filled.get("item-00040") is None
+        assert _same(filled.get("item-00004"), make_item(4))
+        assert filled.count() == 30
+
+    def test_write_refuses_an_id_both_added_and_updated(self, filled: MemoryBackend) -> None:
+        with pytest.raises(ValidationError, match="both added and updated"):
+            filled.write(add=[make_item(40)], update=[make_item(40)])
+        assert filled.get("item-00040") is None
 
     def test_update_many_rejects_repeated_id(self, filled: MemoryBackend) -> None:
         """The same id twice in one update batch is ambiguous and refused."""
@@ -461,6 +511,34 @@ class BackendConformance:
             ),
             pytest.param(
                 {"access_count": {"$nin": [-(2**70)]}}, lambda _: True, id="nin-beyond-64-bits"
+            ),
+            pytest.param(
+                {"archived_at": None, "valid_to": None},
+                lambda i: i.archived_at is None and i.valid_to is None,
+                id="working-set",
+            ),
+            pytest.param(
+                {"archived_at": {"$exists": True}, "valid_to": None},
+                lambda i: i.archived_at is not None and i.valid_to is None,
+                id="archive",
+            ),
+            pytest.param(
+                {"archived_reason": "evicted"},
+                lambda i: i.archived_reason == "evicted",
+                id="archived-reason",
+            ),
+            pytest.param({"key": "slot-1"}, lambda i: i.key == "slot-1", id="key"),
+            pytest.param({"key": {"$ne": "slot-1"}}, lambda i: i.key != "slot-1", id="key-ne"),
+            pytest.param({"version": {"$gte": 2}}, lambda i: i.version >= 2, id="version"),
+            pytest.param(
+                {"superseded_by": {"$in": ["item-00006", "item-00012"]}},
+                lambda i: i.superseded_by in {"item-00006", "item-00012"},
+                id="superseded-by",
+            ),
+            pytest.param(
+                {"valid_from": {"$lte": T0 + timedelta(minutes=20)}},
+                lambda i: i.valid_from is not None and i.valid_from <= T0 + timedelta(minutes=20),
+                id="valid-from",
             ),
             pytest.param(
                 {"timestamp": {"$gte": T0 + timedelta(minutes=10)}},
@@ -1088,6 +1166,25 @@ class BackendConformance:
         assert corpus.lexical_search("sqlite", k=5, filters={"namespace": "ns-1"}) == []
         assert len(corpus.lexical_search("postgres", k=5, filters={"namespace": "ns-0"})) > 0
 
+    def test_lexical_index_leaves_out_superseded_versions(self, corpus: MemoryBackend) -> None:
+        """History is not searched lexically: superseding an item drops it; archiving does not."""
+        scope = {"namespace": "ns-0"}
+        # Outside sessions: a session neighbour would share their terms.
+        corpus.add(make_item(500, text="a zebra crossing", namespace="ns-0", session=""))
+        corpus.add(make_item(502, text="a zebra herd", namespace="ns-0", session=""))
+        old = corpus.get("item-00500")
+        herd = corpus.get("item-00502")
+        assert old is not None
+        assert herd is not None
+        corpus.update(attrs.evolve(old, valid_to=T0 + timedelta(days=2), superseded_by=herd.id))
+        corpus.update(
+            attrs.evolve(herd, archived_at=T0 + timedelta(days=2), archived_reason="compacted")
+        )
+        found = [h.item.id for h in corpus.lexical_search("zebra", k=5, filters=scope)]
+        assert found == ["item-00502"]
+        index = corpus.lexical_index({"namespace": "ns-0", "tier": "project"})
+        assert index.hits("zebra").best(5) == ["item-00502"]
+
     def test_lexical_index_knows_sessions(self, backend: MemoryBackend) -> None:
         """Neighbours are the adjacent items of the same session, in time order."""
         backend.add_many(
@@ -1289,6 +1386,58 @@ class BackendConformance:
         assert end is not None
         assert end.access_count == start.access_count + 40
 
+    # ------------------------------------------------------------------ archive marks
+
+    def test_set_archived_marks_and_lifts(self, filled: MemoryBackend) -> None:
+        """set_archived sets the mark of existing ids and nothing else; None and None lift it.
+
+        If the item differs in another field afterwards, the backend rewrote more than the
+        two archive columns (or rebuilt the item from a stale copy).
+        """
+        at = T0 + timedelta(days=10)
+        before = filled.get_many(["item-00004", "item-00005"])
+        assert not any(item.archived for item in before)
+        in_archive = filled.count({"archived_at": {"$exists": True}})
+        asked = ["item-00004", "item-00005", "missing", "item-00004"]
+        assert filled.set_archived(asked, at, ArchiveReason.DECAYED) == 2
+        after = filled.get_many(["item-00004", "item-00005"])
+        for old, new in zip(before, after, strict=True):
+            assert (new.archived_at, new.archived_reason) == (at, ArchiveReason.DECAYED)
+            assert _same(attrs.evolve(new, archived_at=None, archived_reason=None), old)
+        assert filled.count({"archived_reason": "decayed"}) == 2  # the fixture's are evicted
+        assert filled.set_archived(["item-00004"], None, None) == 1
+        assert _same(filled.get("item-00004"), before[0])
+        assert filled.count({"archived_at": {"$exists": True}}) == in_archive + 1
+
+    def test_archived_items_stay_searchable(self, filled: MemoryBackend) -> None:
+        """An archived item is still found by vector search, and filters see its mark."""
+        item = filled.get("item-00007")
+        assert item is not None
+        assert item.embedding is not None
+        filled.set_archived([item.id], T0, ArchiveReason.STALE)
+        hits = filled.search(item.embedding, k=1, filters={"archived_reason": "stale"})
+        assert [hit.item.id for hit in hits] == [item.id]
+        assert hits[0].item.archived_reason is ArchiveReason.STALE
+
+    @pytest.mark.parametrize(
+        ("at", "reason", "field"),
+        [
+            pytest.param(datetime(2024, 1, 1), ArchiveReason.DECAYED, "at", id="naive-time"),  # noqa: DTZ001
+            pytest.param(T0, None, "reason", id="time-without-reason"),
+            pytest.param(None, ArchiveReason.DECAYED, "at", id="reason-without-time"),
+            pytest.param(T0, "sleepy", "reason", id="unknown-reason"),
+        ],
+    )
+    def test_set_archived_refuses_a_bad_mark(
+        self, filled: MemoryBackend, at: Any, reason: Any, field: str
+    ) -> None:
+        """A mark that is not an aware time with a known reason (or None and None) is refused."""
+        before = filled.get("item-00004")
+        with pytest.raises(ValidationError) as info:
+            filled.set_archived(["item-00004"], at, reason)
+        assert info.value.field == field
+        assert _same(filled.get("item-00004"), before)
+
     # ------------------------------------------------------------------ conflicts
 
     @staticmethod
@@ -1462,6 +1611,7 @@ _ORDERS: tuple[str | Order, ...] = (
 def _items(draw: st.DrawFn) -> ContextItem:
     minutes = st.integers(min_value=0, max_value=20)
     optional_time = st.one_of(st.none(), minutes.map(lambda m: T0 + timedelta(minutes=m)))
+    archived = draw(optional_time)
     return ContextItem(
         id=draw(
             st.text(alphabet="abcdXYZ0-_é", min_size=1, max_size=6).filter(lambda s: s.strip() == s)
@@ -1477,6 +1627,10 @@ def _items(draw: st.DrawFn) -> ContextItem:
         status=draw(st.sampled_from(list(Status))),
         last_accessed_at=draw(optional_time),
         expires_at=draw(optional_time),
+        key=draw(st.one_of(st.none(), st.sampled_from(("k1", "k2")))),
+        valid_to=draw(st.one_of(st.none(), st.just(T0 + timedelta(days=1)))),
+        archived_at=archived,
+        archived_reason=None if archived is None else ArchiveReason.COMPACTED,
     )
 
 
@@ -1511,6 +1665,15 @@ def _filter_docs(draw: st.DrawFn) -> dict[str, Any]:
             st.dictionaries(st.sampled_from(("$gte", "$lt", "$ne")), time, min_size=1),
         ),
         "status": st.sampled_from([s.value for s in Status]),
+        "key": st.one_of(
+            st.none(), st.sampled_from(("k1", "k2")), st.fixed_dictionaries({"$ne": st.just("k1")})
+        ),
+        "valid_to": st.one_of(st.none(), st.fixed_dictionaries({"$exists": st.booleans()})),
+        "archived_at": st.one_of(
+            st.none(),
+            st.fixed_dictionaries({"$exists": st.booleans()}),
+            st.dictionaries(st.sampled_from(("$gt", "$lte")), time, min_size=1),
+        ),
         # Lists cross the length at which SQL stores switch from a probe per tag to one read.
         "tags": st.one_of(
             st.sampled_from(_TAGS),

@@ -57,6 +57,7 @@ from agent_engine.errors import (
 from agent_engine.filters import FIELDS, FieldKind, Op, Order
 from agent_engine.memory.backend import DEFAULT_ORDER, MemoryBackend
 from agent_engine.models import (
+    ArchiveReason,
     ContextItem,
     ContextRequest,
     Provenance,
@@ -698,9 +699,12 @@ class BackendFuzz:
     @example(operation="delete_many", item_id="a", many=7, at=_T0, tokens=None)
     @example(operation="touch", item_id="a", many=seed_ids(), at=EDGE_MAX, tokens=None)
     @example(operation="touch", item_id="a", many=seed_ids(), at=_T0, tokens=None)
+    @example(operation="set_archived", item_id="a", many=seed_ids(), at=EDGE_MAX, tokens=None)
     @example(operation="erase", item_id="a", many=seed_ids(), at=_T0, tokens="not a mapping")
     @given(
-        operation=st.sampled_from(["get", "delete", "get_many", "delete_many", "touch", "erase"]),
+        operation=st.sampled_from(
+            ["get", "delete", "get_many", "delete_many", "touch", "set_archived", "erase"]
+        ),
         item_id=st.one_of(st.sampled_from(seed_ids()), adversarial, keys),
         many=st.one_of(
             st.lists(st.one_of(st.sampled_from(seed_ids()), adversarial)),
@@ -729,6 +733,10 @@ class BackendFuzz:
             "get_many": (lambda: seeded.get_many(many), {"id", "item_ids"}),
             "delete_many": (lambda: seeded.delete_many(many), {"id", "item_ids"}),
             "touch": (lambda: seeded.touch(many, at), {"id", "item_ids", "at"}),
+            "set_archived": (
+                lambda: seeded.set_archived(many, at, ArchiveReason.MANUAL),
+                {"id", "item_ids", "at"},
+            ),
             "erase": (lambda: seeded.erase(many, tokens=tokens), {"id", "item_ids", "tokens"}),
         }
         call, fields = calls[operation]

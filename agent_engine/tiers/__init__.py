@@ -4,30 +4,53 @@ The top-level package re-exports all of it; this is the tiers' own front door fo
 imports by layer.
 """
 
+from agent_engine.tiers.aging import AgingPolicy, CompactionMove, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import ConflictDetection
+from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
+from agent_engine.tiers.quarantine import (
+    CandidateReview,
+    confirm_candidates,
+    quarantine_ends,
+    review_candidates,
+)
 from agent_engine.tiers.scope import parse_task_namespace
+from agent_engine.tiers.signals import PRESETS, Evidence, PromotionPreset, Signal
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 
 __all__ = [
+    "AgingPolicy",
     "AuditLog",
+    "CandidateReview",
+    "CompactionMove",
+    "CompactionReport",
     "Confirm",
     "ConfirmationRequest",
     "ConflictDetection",
     "EvictionPolicy",
+    "Evidence",
     "GlobalMemoryStore",
     "LowestImportanceOldest",
     "MemoryStores",
+    "PRESETS",
     "ProjectMemoryStore",
+    "PromotionCandidate",
+    "PromotionPreset",
     "PromotionResult",
+    "Signal",
+    "TaskEnd",
     "TaskMemoryStore",
     "TierStore",
+    "confirm_candidates",
     "parse_task_namespace",
     "promote",
+    "promotion_candidates",
+    "quarantine_ends",
+    "review_candidates",
 ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import attrs
 
@@ -49,6 +49,7 @@ from agent_engine.models import (
     bump_count,
     new_id,
     utcnow,
+    with_archive_mark,
 )
 from agent_engine.tiers import conflicts as _conflicts
 from agent_engine.tiers._lifecycle import (
@@ -61,6 +62,7 @@ from agent_engine.tiers._lifecycle import (
     superseded,
     valid_at,
 )
+from agent_engine.tiers.aging import AgingPolicy, CompactionReport, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.lexical import LexicalView
@@ -83,9 +85,10 @@ class TierStore:
     """A view of one namespace of one tier on a backend; the base of the three tier stores.
 
     ``audit`` defaults to an :class:`~agent_engine.tiers.audit.AuditLog` over the backend's own
-    journal. ``clock`` supplies timestamps (tests pass a frozen one). ``conflict_detection``
-    bounds the search for contradictions among what the store writes
-    (:class:`~agent_engine.tiers.conflicts.ConflictDetection`; ``None`` turns it off).
+    journal. ``clock`` supplies timestamps (tests pass a frozen one). ``aging`` is the policy
+    :meth:`compact` applies (:class:`~agent_engine.tiers.aging.AgingPolicy`'s defaults if
+    ``None``). ``conflict_detection`` bounds the search for contradictions among what the store
+    writes (:class:`~agent_engine.tiers.conflicts.ConflictDetection`; ``None`` turns it off).
     """
 
     tier: ClassVar[Tier]
@@ -97,9 +100,11 @@ class TierStore:
         *,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         _validate.identifier("namespace", namespace)
+        self.aging = _policy(aging) or AgingPolicy()
         if conflict_detection is not None and not isinstance(conflict_detection, ConflictDetection):
             raise ValidationError(
                 "conflict_detection must be a ConflictDetection or None, got "
@@ -415,13 +420,16 @@ class TierStore:
     def _journal_supersession(
         self, displaced: list[ContextItem]
     ) -> AbstractContextManager[AuditEvent]:
-        """One ``supersede`` event for items a write replaces (``detail["by"]``: by what)."""
+        """One ``supersede`` event for items a write replaces.
+
+        ``detail["by"]`` lists what replaced each, in the order of the event's ids.
+        """
         return self.audit.journal(
             AuditAction.SUPERSEDE,
             self.tier,
             self.namespace,
             tuple(item.id for item in displaced),
-            {"by": {item.id: item.superseded_by for item in displaced}},
+            {"by": [item.superseded_by for item in displaced]},
         )
 
     def _as_stored(self, item: ContextItem) -> ContextItem:
@@ -570,7 +578,7 @@ class TierStore:
         item or a superseded version, :class:`~agent_engine.errors.LifecycleStateError`.
         Either way nothing moves.
         """
-        why = _archive_reason(reason)
+        why = _validate.member("reason", ArchiveReason, reason)
         items = self._require_all(item_ids)
         for item in items:
             if item.pinned:
@@ -597,13 +605,46 @@ class TierStore:
             return []
         self._check_scope(items)
         at = self.clock()
-        moved = [attrs.evolve(i, archived_at=at, archived_reason=reason) for i in items]
+        moved = with_archive_mark(items, at, reason)
         ids = tuple(item.id for item in moved)
         event = {"reason": reason.value, **(detail or {})}
         with self.audit.journal(AuditAction.ARCHIVE, self.tier, self.namespace, ids, event):
-            self.backend.update_many(moved)
+            # Only the mark changes: one statement, not a rewrite of every row.
+            self.backend.set_archived(ids, at, reason)
         self._log.info("archived", count=len(moved), reason=reason.value)
         return moved
+
+    def compact(
+        self, *, dry_run: bool = False, policy: AgingPolicy | None = None
+    ) -> CompactionReport:
+        """Move what has aged out of the working set to the archive; report what and why.
+
+        ``policy`` (this store's :attr:`aging` unless given) says what has aged out: expired
+        (its kind's time to live, or its own ``expires_at``), decayed below the floor, stale,
+        and, while the working set is over the soft limit, the lowest decayed importance down
+        to the low mark (``docs/aging.md``). Pinned items never move. The report names every
+        item with its reason and numbers.
+
+        With ``dry_run`` nothing changes and nothing is journaled: the report is the plan.
+        Otherwise a ``compact`` event with the plan's summary is journaled first, then the
+        items move through :meth:`archive_items` a batch at a time, each batch an ``archive``
+        event with its reason and numbers; an item read, pinned or moved by someone else
+        since it was planned stays (``skipped``). Compaction runs when called (by a
+        scheduler, or ``agent-engine memory compact``), never on its own.
+        """
+        if not isinstance(dry_run, bool):
+            raise ValidationError(
+                f"dry_run must be True or False, got {dry_run!r}", field="dry_run", value=dry_run
+            )
+        chosen = _policy(policy) or self.aging
+        plan = plan_compaction(self, chosen, self.clock())
+        if dry_run or not plan.moves:
+            return plan
+        summary = plan.summary()
+        with self.audit.journal(AuditAction.COMPACT, self.tier, self.namespace, (), summary):
+            done = apply_plan(self, plan)
+        self._log.info("compacted", moved=done.moved, skipped=len(done.skipped), **done.counts())
+        return done
 
     def restore(self, *item_ids: str) -> list[ContextItem]:
         """Bring archived items back to the working set; return those restored.
@@ -814,6 +855,33 @@ class TierStore:
             {**detail, "duplicate": duplicate},
         )
 
+    def settle_candidates(
+        self,
+        confirmed: Sequence[ContextItem],
+        penalised: Sequence[ContextItem],
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write the outcome of a confirmation step in one journaled ``confirm`` write.
+
+        ``confirmed`` and ``penalised`` are this store's candidates as the step changed them
+        (:mod:`agent_engine.tiers.quarantine` decides); the event names them all, and its
+        ``detail`` says which were confirmed and which penalised. Nothing to settle, nothing
+        written.
+        """
+        items = [*confirmed, *penalised]
+        if not items:
+            return
+        self._check_scope(items)
+        event = {
+            "confirmed": [item.id for item in confirmed],
+            "penalised": [item.id for item in penalised],
+            **(detail or {}),
+        }
+        ids = tuple(item.id for item in items)
+        with self.audit.journal(AuditAction.CONFIRM, self.tier, self.namespace, ids, event):
+            self.backend.update_many(items)
+        self._log.info("candidates_settled", confirmed=len(confirmed), penalised=len(penalised))
+
     def record_access(self, item_ids: Iterable[str], at: datetime) -> int:
         """Count one access at ``at`` of each of ``item_ids`` in one write; return how many exist.
 
@@ -876,11 +944,11 @@ def record_access(accesses: Mapping[TierStore, Collection[str]], at: datetime) -
     return backend.touch([i for store, ids in accesses.items() for i in store.owned(ids)], at)
 
 
-def _archive_reason(value: object) -> ArchiveReason:
-    try:
-        return ArchiveReason(cast("str", value))
-    except ValueError:
-        allowed = ", ".join(reason.value for reason in ArchiveReason)
-        raise ValidationError(
-            f"reason must be one of {allowed}; got {value!r}", field="reason", value=value
-        ) from None
+def _policy(value: object) -> AgingPolicy | None:
+    if value is None or isinstance(value, AgingPolicy):
+        return value
+    raise ValidationError(
+        f"an aging policy must be an AgingPolicy, got {type(value).__name__}",
+        field="policy",
+        value=value,
+    )

@@ -1,8 +1,10 @@
-"""Choosing what project memory pages out when its working set grows past its limit.
+"""Another way to choose what project memory pages out when a write takes it past its limit.
 
-A policy only *chooses* among the working set (a store's default reads); the store moves the
-chosen ids to the archive in one backend call. Pinned items are never chosen. Global memory
-is never evicted automatically.
+By default a project store evicts by its aging policy's ranking, the one compaction uses
+(lowest decayed importance first, :mod:`agent_engine.tiers.aging`). An :class:`EvictionPolicy`
+given as ``eviction=`` chooses instead: it only *chooses* among the working set (a store's
+default reads); the store moves the chosen ids to the archive in one backend call. Pinned
+items are never moved. Global memory is never evicted on write.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ class EvictionPolicy(Protocol):
 
 @attrs.frozen
 class LowestImportanceOldest:
-    """The seed's policy: evict the bottom ``fraction`` by importance, oldest first on ties.
+    """Evict the bottom ``fraction`` by stored importance, oldest first on ties.
+
+    Cheaper than the default (two bounded queries instead of a read of the working set) and
+    blind to time and reads: an item read every day ranks as one never read.
 
     Evicting a fraction rather than just the excess gives hysteresis: a store at its limit is
     not trimmed on every single add. Two bounded queries find the victims: the least important

@@ -1,6 +1,8 @@
 """Global memory: the user's preferences and patterns, shared by every project.
 
-Permanent until the user clears it, never evicted automatically. The high-risk operations of
+Never evicted on write: it ages (decay, time to live, staleness, a soft limit) only when
+compacted on purpose (``compact()``, ``agent-engine memory compact``), and what ages out goes
+to the archive, still searchable, not away. The high-risk operations of
 seed 002 section 4.3 (adding or changing a preference, promoting into global memory, clearing
 it) go through a confirmation callback first.
 
@@ -23,6 +25,7 @@ from agent_engine import _validate
 from agent_engine.errors import ConfirmationDeclined
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Tier, utcnow
+from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
@@ -61,6 +64,7 @@ class GlobalMemoryStore(TierStore):
         allow_unconfirmed: bool = False,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         self.user_id = user_id
@@ -71,6 +75,7 @@ class GlobalMemoryStore(TierStore):
             global_namespace(user_id),
             audit=audit,
             clock=clock,
+            aging=aging,
             conflict_detection=conflict_detection,
         )
 

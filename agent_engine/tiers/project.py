@@ -2,9 +2,10 @@
 
 Decisions, conventions, failures with their lessons, patterns and project-level preferences
 (seed 002 section 3). Isolated per project: one backend can hold every project, and a store
-for project A never sees B. Its working set is bounded: over ``max_items`` it evicts through a
-pluggable policy to the archive in one batched write, never touching pinned items and never
-deleting (``docs/lifecycle.md``).
+for project A never sees B. Its working set is bounded: ``max_items`` is the soft limit of its
+aging policy (``docs/aging.md``), so a write that takes it over evicts down to the low mark
+by the ranking compaction uses, to the archive in batched writes, never touching pinned items
+and never deleting (``docs/lifecycle.md``).
 """
 
 from __future__ import annotations
@@ -16,17 +17,24 @@ from typing import Any
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ArchiveReason, ContextItem, Tier, utcnow
+from agent_engine.tiers.aging import AgingPolicy, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
-from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
+from agent_engine.tiers.eviction import EvictionPolicy
 from agent_engine.tiers.scope import project_namespace
 
 __all__ = ["ProjectMemoryStore", "project_namespace"]
 
 
 class ProjectMemoryStore(TierStore):
-    """Memory of one project; ``max_items=None`` disables eviction."""
+    """Memory of one project; ``max_items=None`` disables eviction.
+
+    ``max_items`` becomes the soft limit of ``aging`` (the default :class:`AgingPolicy` when
+    ``None``), whose low mark keeps its share of it (90% by default): one limit, applied on
+    every write (:meth:`evict`) and by :meth:`compact`. ``eviction`` replaces the choice of
+    what a write evicts (say :class:`~agent_engine.tiers.eviction.LowestImportanceOldest`).
+    """
 
     tier = Tier.PROJECT
 
@@ -37,6 +45,7 @@ class ProjectMemoryStore(TierStore):
         *,
         max_items: int | None = 1000,
         eviction: EvictionPolicy | None = None,
+        aging: AgingPolicy | None = None,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
@@ -48,15 +57,22 @@ class ProjectMemoryStore(TierStore):
                 value=max_items,
             )
         self.project_id = project_id
-        self.max_items = max_items
-        self.eviction = eviction if eviction is not None else LowestImportanceOldest()
+        self.eviction = eviction
         super().__init__(
             backend,
             project_namespace(project_id),
             audit=audit,
             clock=clock,
+            aging=aging,
             conflict_detection=conflict_detection,
         )
+        # One limit: max_items is the soft limit of the policy compaction applies too.
+        self.aging = self.aging.with_limit(max_items)
+
+    @property
+    def max_items(self) -> int | None:
+        """The working set's limit: its aging policy's soft limit (``None``: unbounded)."""
+        return self.aging.soft_limit
 
     def add_decision(
         self,
@@ -130,33 +146,44 @@ class ProjectMemoryStore(TierStore):
         return self.query(filters, limit=limit)
 
     def evict(self) -> int:
-        """Apply the eviction policy now; return how many items it moved to the archive.
+        """Bring a working set over ``max_items`` down to its low mark; return how many moved.
 
+        Compaction's soft limit, applied on write: the items of lowest decayed importance go
+        to the archive (reason ``evicted``), sparing pinned items and items read within the
+        policy's ``protect_recent``; with an ``eviction`` policy, that policy chooses instead.
         Eviction pages out of the working set, never deletes: evicted items stay searchable,
         builds page them back in when they match, and :meth:`restore` brings them back.
         """
-        if self.max_items is None:
+        limit = self.max_items
+        if limit is None:
             return 0
         count = self.count()
-        if count <= self.max_items:
+        if count <= limit:
             return 0
-        victims = self.get_many(self.eviction.select(self, count, self.max_items))
-        evicted = len(
-            self.archive_items(
-                [item for item in victims if item.current and not item.pinned],
-                ArchiveReason.EVICTED,
-                {"max_items": self.max_items},
+        if self.eviction is not None:
+            victims = self.get_many(self.eviction.select(self, count, limit))
+            evicted = len(
+                self.archive_items(
+                    [item for item in victims if item.current and not item.pinned],
+                    ArchiveReason.EVICTED,
+                    {"max_items": limit},
+                )
             )
-        )
-        if count - evicted > self.max_items:
+        else:
+            plan = plan_compaction(
+                self, self.aging, self.clock(), rules=False, limit_reason=ArchiveReason.EVICTED
+            )
+            count = plan.working
+            evicted = apply_plan(self, plan).moved
+        if count - evicted > limit:
             self._log.warning(
                 "eviction_short",
                 count=count - evicted,
-                max_items=self.max_items,
-                reason="pinned items are never evicted",
+                max_items=limit,
+                reason="pinned and recently read items are never evicted",
             )
         else:
-            self._log.info("evicted", count=evicted, max_items=self.max_items)
+            self._log.info("evicted", count=evicted, max_items=limit)
         return evicted
 
     def _after_add(self) -> None:

@@ -1,7 +1,11 @@
-"""Explicit promotion between tiers: task -> project, project -> global. Nothing is automatic.
+"""Promotion between tiers: task -> project, project -> global.
 
 Seed 002 section 5.3: promotion is a deliberate act, to keep shared memory free of one task's
-noise. The promoted copy records where it came from (:class:`~agent_engine.models.Provenance`).
+noise; nothing here runs on its own. The promoted copy records where it came from
+(:class:`~agent_engine.models.Provenance`). An auto-promotion preset, when one is configured
+(:mod:`agent_engine.tiers.consolidation`), calls :func:`promote` with ``quarantine=True``: the
+copy lands as a candidate that the confirmation step reviews later
+(:mod:`agent_engine.tiers.quarantine`).
 Promoting content the target already holds (same fingerprint) does not duplicate it: the
 existing item is boosted instead (importance + 0.1, capped at 1; access count + 1; seed 001
 section 12) and the result says it was a duplicate. Promoting into global memory asks for
@@ -9,6 +13,8 @@ confirmation first.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import attrs
 
@@ -22,6 +28,7 @@ from agent_engine.models import (
     new_id,
 )
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.views import View
 
 __all__ = ["PromotionResult", "promote"]
 
@@ -38,9 +45,19 @@ class PromotionResult:
 
 
 def promote(
-    source: TierStore, target: TierStore, item_id: str, *, reason: str = ""
+    source: TierStore,
+    target: TierStore,
+    item_id: str,
+    *,
+    reason: str = "",
+    quarantine: bool = False,
 ) -> PromotionResult:
-    """Copy ``item_id`` from ``source`` into ``target`` (or boost the copy it already has)."""
+    """Copy ``item_id`` from ``source`` into ``target`` (or boost the copy it already has).
+
+    The copy is confirmed (pinned if the original is). With ``quarantine`` it is a candidate
+    instead, unless the original is pinned: a pin is explicit intent, and pinned items never
+    decay.
+    """
     if (source.tier, target.tier) not in _ALLOWED:
         raise ValidationError(
             f"cannot promote from {source.tier.value} to {target.tier.value}; "
@@ -50,9 +67,17 @@ def promote(
         )
     _validate.text("reason", reason)
     original = source.require(item_id)
-    existing = target.query({"fingerprint": original.fingerprint}, limit=1)
+    # An archived copy is the target's too: promoted again, it is in use again (reinforce
+    # brings it back to the working set) rather than stored twice.
+    existing = target.query({"fingerprint": original.fingerprint}, limit=1, view=View.CURRENT)
     target.confirm_promotion(original, source.namespace, boost=bool(existing))
-    detail = {"source_item_id": original.id, "source_namespace": source.namespace, "reason": reason}
+    detail: dict[str, Any] = {
+        "source_item_id": original.id,
+        "source_namespace": source.namespace,
+        "reason": reason,
+    }
+    if quarantine:
+        detail["quarantine"] = True
     if existing:
         boosted = target.reinforce(existing[0], DUPLICATE_BOOST, detail)
         return PromotionResult(boosted, duplicate=True)
@@ -62,10 +87,16 @@ def promote(
         tier=target.tier,
         namespace=target.namespace,
         embedding=None,
-        status=Status.PINNED if original.pinned else Status.CONFIRMED,
+        status=_landing_status(original, quarantine=quarantine),
         access_count=0,
         last_accessed_at=None,
         expires_at=None,
         provenance=Provenance(original.id, source.tier, source.namespace, target.clock(), reason),
     )
     return PromotionResult(target.receive(copy, detail), duplicate=False)
+
+
+def _landing_status(original: ContextItem, *, quarantine: bool) -> Status:
+    if original.pinned:
+        return Status.PINNED
+    return Status.CANDIDATE if quarantine else Status.CONFIRMED

@@ -3,24 +3,30 @@
 An assembler reads three tiers for every step, and an application writes to the same stores
 between steps. One object opens them all, on first use, over the backends each tier lives on,
 with the tiers' own settings (the project item limit, the global confirmation callback, the
-clock their timestamps come from), and keeps them, so the assembler and the application share
-one store per scope: an eviction limit or a confirmation callback applies whichever of them
-writes.
+clock their timestamps come from, the auto-promotion preset when one is chosen), and keeps
+them, so the assembler and the application share one store per scope: an eviction limit or a
+confirmation callback applies whichever of them writes.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
+
+import attrs
 
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import Task, Tier, utcnow
+from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
+from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.quarantine import DEFAULT_WINDOW, check_window, confirm_candidates
+from agent_engine.tiers.signals import PromotionPreset, resolve_preset
 from agent_engine.tiers.task import TaskMemoryStore, task_namespace
 
 __all__ = ["MemoryStores"]
@@ -33,8 +39,19 @@ class MemoryStores:
     goes to ``backend`` when one is given, else to a fresh in-memory backend (task memory is
     ephemeral). ``max_project_items`` bounds each project's memory (``None``: unbounded);
     ``confirm`` is asked before a high-risk write to global memory; ``clock`` stamps what the
-    stores write; ``conflict_detection`` bounds the search for contradictions on every
-    store's writes (``None``: none).
+    stores write; ``aging`` is the policy each store's ``compact()`` applies (a project's
+    soft limit is still ``max_project_items``); ``conflict_detection`` bounds the search for
+    contradictions on every store's writes (``None``: none).
+
+    ``promotion`` turns auto-promotion on (off by default): a preset's name
+    (``"conservative"``, ``"balanced"``, ``"aggressive"``) or a
+    :class:`~agent_engine.tiers.signals.PromotionPreset`. Then every task end promotes the
+    task's items the preset scores high enough into its project as quarantined candidates,
+    after running the confirmation step on the project's earlier ones, whose quarantine lasts
+    ``candidate_window`` (24 hours). ``hold_candidates`` keeps a task's other promotion
+    candidates in its memory when it ends, for someone to promote or dismiss (by default
+    they are reported and cleared with the rest). A bad preset or window raises
+    :class:`~agent_engine.errors.ValidationError` here, before any store opens.
     """
 
     def __init__(
@@ -47,8 +64,15 @@ class MemoryStores:
         max_project_items: int | None = 1000,
         confirm: Confirm | None = None,
         clock: Callable[[], datetime] = utcnow,
+        promotion: PromotionPreset | str | None = None,
+        candidate_window: timedelta = DEFAULT_WINDOW,
+        hold_candidates: bool = False,
+        aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
+        self.promotion = resolve_preset(promotion) if promotion is not None else None
+        self.candidate_window = check_window(candidate_window)
+        self.hold_candidates = hold_candidates
         shared = backend if backend is not None else InMemoryBackend()
         self.backends: Mapping[Tier, MemoryBackend] = {
             Tier.TASK: task_backend or backend or InMemoryBackend(),
@@ -58,6 +82,7 @@ class MemoryStores:
         self.max_project_items = max_project_items
         self.confirm = confirm
         self.clock = clock
+        self.aging = aging
         self.conflict_detection = conflict_detection
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
@@ -87,6 +112,7 @@ class MemoryStores:
                     self.backends[Tier.PROJECT],
                     max_items=self.max_project_items,
                     clock=self.clock,
+                    aging=self.aging,
                     conflict_detection=self.conflict_detection,
                 )
             return store
@@ -101,6 +127,7 @@ class MemoryStores:
                     user_id,
                     confirm=self.confirm,
                     clock=self.clock,
+                    aging=self.aging,
                     conflict_detection=self.conflict_detection,
                 )
             return store
@@ -113,17 +140,35 @@ class MemoryStores:
             Tier.GLOBAL: self.global_store(task.user_id),
         }
 
-    def cleanup_task(self, task: Task | str) -> int:
-        """Clear a finished task's memory and forget its store; return items removed."""
+    def finish_task(self, task: Task | str) -> TaskEnd:
+        """Clear a finished task's memory and forget its store; say what became of it.
+
+        Its promotion candidates are reported (and held, with ``hold_candidates``; see
+        :meth:`TaskMemoryStore.finish`). With a ``promotion`` preset, the confirmation step
+        runs on the project's candidates first, then the task's qualifying items are promoted
+        into the project as candidates.
+        """
         with self._lock:
             store = self._tasks.pop(_task_key(task), None)
-        return (store or self._open_task(task)).clear()
+        memory = store or self._open_task(task)
+        hold = self.hold_candidates
+        if self.promotion is None:
+            return memory.finish(hold=hold)
+        project = self.project_store(memory.project_id)
+        review = confirm_candidates(project, window=self.candidate_window)
+        end = memory.finish(into=project, preset=self.promotion, hold=hold)
+        return attrs.evolve(end, review=review)
+
+    def cleanup_task(self, task: Task | str) -> int:
+        """:meth:`finish_task`, returning only how many items were removed."""
+        return self.finish_task(task).removed
 
     def _open_task(self, task: Task | str) -> TaskMemoryStore:
         return TaskMemoryStore(
             task,
             self.backends[Tier.TASK],
             clock=self.clock,
+            aging=self.aging,
             conflict_detection=self.conflict_detection,
         )
 

@@ -2,7 +2,9 @@
 
 Ephemeral by design (seed 002 section 2): it lives while the task runs and is cleared when the
 task reaches a terminal state, or earlier when an executor knows it will not retry. Anything
-worth keeping must be promoted to project memory first (see :mod:`agent_engine.tiers.promotion`).
+worth keeping must be promoted to project memory (see :mod:`agent_engine.tiers.promotion`);
+what the task used most (its promotion candidates) is reported when it ends, and can be held
+for that (:mod:`agent_engine.tiers.consolidation`).
 
 A task's memory belongs to its project and its user as well as its id
 (:func:`~agent_engine.tiers.scope.task_namespace`): two projects that both run a task called
@@ -12,7 +14,7 @@ A task's memory belongs to its project and its user as well as its id
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -20,11 +22,15 @@ from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.models import ContextItem, Task, TaskState, Tier, utcnow
+from agent_engine.models import AuditAction, ContextItem, Task, TaskState, Tier, utcnow
+from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
+from agent_engine.tiers.consolidation import TaskEnd, end_task
 from agent_engine.tiers.scope import task_namespace
+from agent_engine.tiers.signals import PromotionPreset
+from agent_engine.tiers.views import View
 
 __all__ = ["TaskMemoryStore", "task_namespace"]
 
@@ -56,6 +62,7 @@ class TaskMemoryStore(TierStore):
         user_id: str | None = None,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         if isinstance(task, Task):
@@ -76,6 +83,7 @@ class TaskMemoryStore(TierStore):
             task_namespace(self.task_id, self.project_id, self.user_id),
             audit=audit,
             clock=clock,
+            aging=aging,
             conflict_detection=conflict_detection,
         )
 
@@ -135,8 +143,47 @@ class TaskMemoryStore(TierStore):
         )
 
     def on_state(self, state: TaskState) -> int:
-        """Apply the task lifecycle: a terminal state clears the memory; returns items removed."""
-        return self.clear() if TaskState(state).terminal else 0
+        """Apply the task lifecycle: a terminal state clears the memory; returns items removed.
+
+        Use :meth:`finish` to learn what the task's promotion candidates were.
+        """
+        return self.finish().removed if TaskState(state).terminal else 0
+
+    def finish(
+        self,
+        *,
+        into: TierStore | None = None,
+        preset: PromotionPreset | str | None = None,
+        hold: bool = False,
+    ) -> TaskEnd:
+        """End the task: clear its memory and report its promotion candidates.
+
+        Nothing moves by default: the candidates (items accessed three times or more) are
+        reported, and cleared with the rest unless ``hold`` keeps them here for an explicit
+        :func:`~agent_engine.tiers.promotion.promote`. With ``preset`` and ``into`` (the
+        project's store), those the preset scores high enough are first promoted into it as
+        quarantined candidates. See :mod:`agent_engine.tiers.consolidation`.
+        """
+        return end_task(self, into=into, preset=preset, hold=hold)
+
+    def clear_except(self, item_ids: Iterable[str]) -> int:
+        """Remove every item but those of ``item_ids`` (and their history); return how many.
+
+        One journaled ``clear``, whose ``detail["held"]`` names the items kept. Without any
+        item to keep this is :meth:`clear`. Foreign and unknown ids keep nothing.
+        """
+        kept = self.get_many(item_ids)
+        if not kept:
+            return self.clear()
+        spared = set(self._with_past(kept))
+        doomed = [item.id for item in self.list_all(view=View.ALL) if item.id not in spared]
+        if not doomed:
+            return 0
+        held = {"held": [item.id for item in kept]}
+        with self.audit.journal(AuditAction.CLEAR, self.tier, self.namespace, (), held):
+            self.backend.delete_many(doomed)
+        self._log.info("store_cleared", removed=len(doomed), held=len(kept))
+        return len(doomed)
 
     def _stage_source(self, stage_id: str) -> str:
         return f"task/{self.task_id}/{stage_id}"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Final, cast
+from typing import Final
 
-from agent_engine.errors import ValidationError
+from agent_engine import _validate
 from agent_engine.filters import Filter, parse_filter
 
 __all__ = ["View", "as_view", "view_filter"]
@@ -45,13 +45,7 @@ _FILTERS: Final[Mapping[View, Filter]] = {
 
 def as_view(value: object) -> View:
     """``value`` as a :class:`View` (a member or its name), else a :class:`ValidationError`."""
-    try:
-        return View(cast("str", value))
-    except ValueError:
-        allowed = ", ".join(view.value for view in View)
-        raise ValidationError(
-            f"view must be one of {allowed}; got {value!r}", field="view", value=value
-        ) from None
+    return _validate.member("view", View, value)
 
 
 def view_filter(view: View | str) -> Filter:

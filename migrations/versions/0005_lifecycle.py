@@ -8,8 +8,9 @@ an item). Existing items become what they were: the first version of themselves,
 they were written (``valid_from`` null: since the item's timestamp), in the working set.
 Nothing is rewritten but the new columns.
 
-Indexes serve the lifecycle's reads: a scope's slot (``key``), an item's history
-(``superseded_by``), and a scope's working set by time, which every build and eviction reads.
+Indexes serve the lifecycle's reads: a scope's slot (``key``) and an item's history
+(``superseded_by``), both partial (most rows have neither), and a scope's working set by time,
+which every build and eviction reads.
 
 Revision ID: 0005
 Revises: 0004
@@ -51,8 +52,23 @@ def upgrade() -> None:
         "ae_items",
         sa.Column("merged_from", sa.Text(), nullable=False, server_default=sa.text("'[]'")),
     )
-    op.create_index("ix_ae_items_namespace_key", "ae_items", ["namespace", "key"])
-    op.create_index("ix_ae_items_superseded_by", "ae_items", ["superseded_by"])
+    # Partial: most items have no key and were never superseded (see _schema).
+    keyed = sa.text('"key" IS NOT NULL')
+    superseded = sa.text("superseded_by IS NOT NULL")
+    op.create_index(
+        "ix_ae_items_namespace_key",
+        "ae_items",
+        ["namespace", "key"],
+        sqlite_where=keyed,
+        postgresql_where=keyed,
+    )
+    op.create_index(
+        "ix_ae_items_superseded_by",
+        "ae_items",
+        ["superseded_by"],
+        sqlite_where=superseded,
+        postgresql_where=superseded,
+    )
     op.create_index(
         "ix_ae_items_namespace_archived_at_timestamp",
         "ae_items",

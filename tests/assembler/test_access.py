@@ -1,8 +1,10 @@
-"""Access tracking: chosen items are counted in one batched write per backend."""
+"""Access tracking: items ranked in are counted in one batched write per backend."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+
+import pytest
 
 from agent_engine import (
     AssemblerConfig,
@@ -11,6 +13,8 @@ from agent_engine import (
     HashingEmbedder,
     InMemoryBackend,
     MemoryStores,
+    SelectionReason,
+    Status,
     Task,
     Tier,
 )
@@ -48,9 +52,38 @@ def build(assembler, budget=500):
     return assembler.build_context(TASK, ContextRequest(budget_tokens=budget, query="proxy"))
 
 
+@pytest.fixture
+def assembler(backend, clock):
+    """Without HEAD and TAIL, so every chosen item is ranked in."""
+    return ContextAssembler(
+        MemoryStores(backend, clock=clock, confirm=lambda _request: True),
+        config=AssemblerConfig(head=0, tail=0),
+    )
+
+
 class TestAccessTracking:
+    def test_items_in_by_rule_are_not_counted(self, backend, clock):
+        """Pinned, HEAD and TAIL items are in every package: choosing them is not an access."""
+        assembler = ContextAssembler(MemoryStores(backend, clock=clock))
+        task = assembler.task_store(TASK)
+        steps = [
+            task.add_reasoning(f"Traced request {n} through the proxy", "debug") for n in range(3)
+        ]
+        project = assembler.project_store("p")
+        pinned = project.add(
+            project.new_item("pattern", "Proxy: pinned rule", status=Status.PINNED)
+        )
+        ranked = project.add_pattern("Proxy rule: strip cookies")
+        package = build(assembler)
+        reasons = {s.item.id: s.reason for s in package.selections}
+        assert reasons[pinned.id] is SelectionReason.PINNED
+        assert {reasons[step.id] for step in steps} <= {SelectionReason.HEAD, SelectionReason.TAIL}
+        assert reasons[ranked.id] is SelectionReason.RANKED
+        assert backend.get(ranked.id).access_count == 1
+        assert [backend.get(i.id).access_count for i in (pinned, *steps)] == [0, 0, 0, 0]
+
     def test_chosen_items_are_counted(self, assembler, clock):
-        """Each chosen item gets access_count + 1 and last_accessed_at; the rest nothing."""
+        """Each ranked item gets access_count + 1 and last_accessed_at; the rest nothing."""
         items = fill(assembler)
         package = build(assembler)
         accessed_at = clock.now
@@ -96,7 +129,8 @@ class TestBatching:
         assembler = ContextAssembler(
             MemoryStores(
                 shared, task_backend=task_backend, clock=lambda: NOW, confirm=lambda _r: True
-            )
+            ),
+            config=AssemblerConfig(head=0, tail=0),
         )
         fill(assembler)
         package = build(assembler)
@@ -110,7 +144,8 @@ class TestBatching:
         """One backend for all three tiers: one touch for everything chosen."""
         backend = CountingBackend()
         assembler = ContextAssembler(
-            MemoryStores(backend, clock=lambda: NOW, confirm=lambda _r: True)
+            MemoryStores(backend, clock=lambda: NOW, confirm=lambda _r: True),
+            config=AssemblerConfig(head=0, tail=0),
         )
         fill(assembler)
         package = build(assembler)

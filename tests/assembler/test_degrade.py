@@ -166,21 +166,21 @@ class TestTierFailure:
 class TestAccessTrackingFailure:
     def test_failed_access_write_keeps_the_package(self, assembler, backends):
         """If recording accesses fails, the package keeps its items and names the failure."""
-        backends[Tier.TASK].touch_fails = True
+        backends[Tier.PROJECT].touch_fails = True
         with capture_logs() as logs:
             package = build(assembler)
         assert len(package.selections) == 3
         assert package.failures == (
-            TierFailure(Tier.TASK, "BackendUnavailableError: database is locked", "access"),
+            TierFailure(Tier.PROJECT, "BackendUnavailableError: database is locked", "access"),
         )
         warning = next(log for log in logs if log["event"] == "tier_failed")
-        assert (warning["tier"], warning["phase"]) == ("task", "access")
-        healthy = backends[Tier.PROJECT]
+        assert (warning["tier"], warning["phase"]) == ("project", "access")
+        healthy = backends[Tier.GLOBAL]
         assert all(item.access_count == 1 for item in healthy.list_all())
 
     def test_failed_access_write_raises_when_strict(self, assembler, backends):
         """With strict=True a failed access write raises."""
-        backends[Tier.TASK].touch_fails = True
+        backends[Tier.PROJECT].touch_fails = True
         with pytest.raises(BackendUnavailableError):
             build(assembler, strict=True)
 

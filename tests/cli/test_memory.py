@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_engine import SQLAlchemyBackend, Task, TaskMemoryStore
+from agent_engine import ProjectMemoryStore, SQLAlchemyBackend, Task, TaskMemoryStore
 from agent_engine.cli._errors import EXIT_DECLINED, EXIT_ERROR
 
 
@@ -325,3 +325,70 @@ class TestTaskMemory:
         result = sql_cli("memory", "clear", "--task", "no-such-task", "--yes")
         assert result.code == EXIT_ERROR
         assert "no items in the task memory of 'no-such-task'" in result.err
+
+
+class TestLifecycleCommands:
+    def test_archive_search_restore(self, sql_cli):
+        """An archived memory leaves list and search, comes back with --archived and restore."""
+        item = add(sql_cli, "Prices are stored in integer cents", "--kind", "decision")
+        other = add(sql_cli, "Snake case for every module name")
+        moved = sql_cli("--json", "memory", "archive", item)
+        assert moved.code == 0, moved.err
+        assert moved.json() == {"archived": [item]}
+
+        assert [i["id"] for i in sql_cli("--json", "memory", "list").json()] == [other]
+        archived = sql_cli("--json", "memory", "list", "--view", "archived").json()
+        assert [(i["id"], i["archived_reason"]) for i in archived] == [(item, "manual")]
+        search = ("--json", "--embedder", "hashing", "memory", "search", "integer cents")
+        assert item not in {hit["id"] for hit in sql_cli(*search).json()}
+        assert sql_cli(*search, "--archived").json()[0]["id"] == item
+        shown = sql_cli("memory", "list", "--archived").out
+        assert "archived" in shown
+        assert "(manual)" in shown  # the table may wrap the state column
+
+        status = sql_cli("--json", "memory", "status").json()
+        assert status["states"]["project:webshop"] == {
+            "working": 1,
+            "archived": 1,
+            "history": 0,
+        }
+        assert sql_cli("--json", "memory", "restore", item).json() == {"restored": [item]}
+        assert len(sql_cli("--json", "memory", "list").json()) == 2
+        again = sql_cli("memory", "restore", item)
+        assert again.code == 0
+        assert "nothing restored" in again.out
+
+    def test_archive_refuses_unknown_ids_and_changes_nothing(self, sql_cli):
+        item = add(sql_cli, "Deploy on Tuesdays")
+        result = sql_cli("memory", "archive", item, "no-such-id")
+        assert result.code == EXIT_ERROR
+        assert "no item with id 'no-such-id'" in result.err
+        assert [i["id"] for i in sql_cli("--json", "memory", "list").json()] == [item]
+
+    def test_conflicting_view_options_are_refused(self, sql_cli):
+        result = sql_cli("memory", "list", "--archived", "--view", "all")
+        assert result.code != 0
+        assert "--archived is --view current" in result.err
+
+    def test_history_and_as_of(self, sql_cli, tmp_path):
+        """A superseded memory is history: listed by history and --as-of, not by list."""
+        add(sql_cli, "Snake case for every module name")  # makes the store
+        with SQLAlchemyBackend(sql_cli.env["AGENT_ENGINE_DB"]) as backend:
+            store = ProjectMemoryStore("webshop", backend)
+            first = store.add(store.new_item("decision", "ship on fridays", key="ship-day"))
+            second = store.add(store.new_item("decision", "ship on tuesdays", key="ship-day"))
+        listed = sql_cli("--json", "memory", "list", "--kind", "decision").json()
+        assert [i["text"] for i in listed] == ["ship on tuesdays"]
+        versions = sql_cli("--json", "memory", "history", second.id).json()
+        assert [(v["text"], v["version"]) for v in versions] == [
+            ("ship on fridays", 1),
+            ("ship on tuesdays", 2),
+        ]
+        then = (first.timestamp + (second.timestamp - first.timestamp) / 2).isoformat()
+        back_then = sql_cli("--json", "memory", "list", "--kind", "decision", "--as-of", then)
+        assert back_then.code == 0, back_then.err
+        back_then = back_then.json()
+        assert [i["text"] for i in back_then] == ["ship on fridays"]
+        table = sql_cli("memory", "history", second.id).out
+        assert "superseded" in table
+        assert "(v1)" in table

@@ -29,6 +29,7 @@ from agent_engine.memory.sql._engine import create_engine
 from agent_engine.memory.sql._migrate import VERSION_TABLE, downgrade
 from agent_engine.memory.sql._schema import metadata
 from agent_engine.models import ContextItem
+from agent_engine.tiers.project import ProjectMemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"ae_items", "ae_item_tags", "ae_audit_events", "ae_store_meta", "ae_scope_versions"}
@@ -202,6 +203,47 @@ class TestRevisions:
             SQLAlchemyBackend(sql_url, create=False)
         assert raised.value.current is None
         assert raised.value.expected == head_revision()
+
+
+class TestLifecycleRevision:
+    def test_lifecycle_revision_upgrades_items_in_place(self, sql_url):
+        """0005 on a 0004 database with data: every item, tag and vector is kept, and becomes
+        the first version of itself in the working set; the lifecycle then works on it."""
+        hashing = HashingEmbedder(dim=64)
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url, embedder=hashing) as backend:
+            store = ProjectMemoryStore("a", backend, max_items=3)
+            written = store.add_many(
+                store.new_item("decision", text, tags=["db", f"t{n}"], importance=0.2 + n / 10)
+                for n, text in enumerate(
+                    ["postgres migrations run in ci", "the css build uses modules", "deploy"]
+                )
+            )
+            store.pin(written[2].id)
+            before = {item.id: item for item in backend.get_many([i.id for i in written])}
+        engine = create_engine(sql_url)
+        try:
+            downgrade(engine, "0004")
+        finally:
+            engine.dispose()
+        assert database_revision(sql_url) == "0004"
+        upgrade_database(sql_url)
+        with SQLAlchemyBackend(sql_url, embedder=hashing) as backend:
+            after = {item.id: item for item in backend.get_many(list(before))}
+            assert after == before
+            for item in after.values():
+                assert (item.version, item.valid_from, item.valid_to) == (1, None, None)
+                assert (item.archived_at, item.key, item.merged_from) == (None, None, ())
+                assert item.embedding is not None
+            assert np.array_equal(after[written[0].id].embedding, before[written[0].id].embedding)
+            store = ProjectMemoryStore("a", backend, max_items=3)
+            assert {i.id for i in store.query({"tags": "db"}, limit=None)} == set(before)
+            assert store.search("postgres migrations", k=1)[0].item.id == written[0].id
+            store.add_decision("one more decision", importance=0.9)
+            assert store.count() == 3
+            (evicted,) = store.list_all(view="archived")
+            assert evicted.id == written[0].id
+            assert backend.count() == 4
 
 
 def _at_0003_with(url, embedder, texts):

@@ -30,7 +30,7 @@ class TestJournal:
         project.unpin(item.id)
         project.delete(item.id)
         promote(task, project, task.add_reasoning("lesson", "s").id)
-        for n in range(4):
+        for n in range(5):  # over 3 evicts down to the low mark, 2
             project.add_decision(f"d{n + 1}")
         project.clear()
         assert actions(backend, project.namespace) == [
@@ -44,6 +44,7 @@ class TestJournal:
             AuditAction.ADD,
             AuditAction.ADD,
             AuditAction.ARCHIVE,
+            AuditAction.ADD,
             AuditAction.ADD,
             AuditAction.ARCHIVE,
             AuditAction.CLEAR,

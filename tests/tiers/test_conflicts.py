@@ -327,7 +327,7 @@ class TestResolve:
         project.resolve(conflict.id, keep=new.id.removeprefix(project.id_prefix))
         assert journal(project.backend, project.namespace)[-2:] == [
             (AuditAction.RESOLVE, (new.id, old.id), {"conflict": conflict.id, "keep": new.id}),
-            (AuditAction.SUPERSEDE, (old.id,), {"by": {old.id: new.id}}),
+            (AuditAction.SUPERSEDE, (old.id,), {"by": [new.id]}),
         ]
 
     def _state(self, project):

@@ -11,16 +11,21 @@ from agent_engine.tiers.project import ProjectMemoryStore
 
 
 class CountingBackend(InMemoryBackend):
-    """The real in-memory backend, counting the delete and update calls it receives."""
+    """The real in-memory backend, counting the delete, update and archive calls it receives."""
 
     def __init__(self):
         super().__init__()
         self.delete_calls = 0
         self.update_calls = 0
+        self.archive_calls = 0
 
     def update_many(self, items):
         self.update_calls += 1
         return super().update_many(items)
+
+    def set_archived(self, item_ids, at, reason):
+        self.archive_calls += 1
+        return super().set_archived(item_ids, at, reason)
 
     def delete_many(self, item_ids):
         self.delete_calls += 1
@@ -68,14 +73,15 @@ class TestEviction:
         self.fill(store, 20)
         assert store.count() == 20
 
-    def test_one_over_evicts_the_bottom_tenth(self, backend, clock):
-        """Going one over evicts 10% of the items: least important first, oldest on ties."""
+    def test_one_over_evicts_down_to_the_low_mark(self, backend, clock):
+        """Going one over evicts to the low mark (90%): least important first, oldest on ties."""
         store = ProjectMemoryStore("p", backend, max_items=20, clock=clock)
+        assert (store.aging.soft_limit, store.aging.low_mark) == (20, 18)
         items = self.fill(store, 21, importance=lambda i: 0.5 if i < 10 else 0.9)
         remaining = {i.id for i in store.list_all()}
-        assert store.count() == 21 - 2
+        assert store.count() == 18
         evicted = [i for i in items if i.id not in remaining]
-        assert [i.text for i in evicted] == ["decision 0", "decision 1"]
+        assert [i.text for i in evicted] == ["decision 0", "decision 1", "decision 2"]
 
     def test_pinned_items_are_never_evicted(self, backend, clock):
         """Pinned items survive eviction even when they are the least important."""
@@ -95,20 +101,26 @@ class TestEviction:
         assert store.evict() == 0
 
     def test_eviction_is_one_batch_and_journaled(self, clock):
-        """Eviction archives through one backend call, journaled with its reason; no delete."""
+        """Eviction marks the archive in one backend call, journaled with its reason and numbers.
+
+        Nothing is deleted or rewritten: only the archive mark changes.
+        """
         backend = CountingBackend()
         store = ProjectMemoryStore("p", backend, max_items=50, clock=clock)
         self.fill(store, 50)
         backend.delete_calls = backend.update_calls = 0
         store.add_decision("one too many", importance=1.0)
-        assert (backend.delete_calls, backend.update_calls) == (0, 1)
-        assert store.count() == 46
-        assert store.count(view="archived") == 5
+        assert (backend.delete_calls, backend.update_calls, backend.archive_calls) == (0, 0, 1)
+        assert store.count() == 45
+        assert store.count(view="archived") == 6
         assert backend.count() == 51
         events = backend.audit.events(namespace=store.namespace, actions=[AuditAction.ARCHIVE])
         assert len(events) == 1
-        assert len(events[0].item_ids) == 5
-        assert events[0].detail == {"reason": "evicted", "max_items": 50}
+        assert len(events[0].item_ids) == 6
+        detail = events[0].detail
+        assert (detail["reason"], detail["soft_limit"], detail["low_mark"]) == ("evicted", 50, 45)
+        assert detail["decayed"] == sorted(detail["decayed"])
+        assert len(detail["decayed"]) == 6
         archived = store.get_many(events[0].item_ids)
         assert {item.archived_reason for item in archived} == {ArchiveReason.EVICTED}
 

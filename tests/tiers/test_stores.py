@@ -122,10 +122,11 @@ class TestAssemblerShares:
     def test_tier_settings_on_the_assembler_are_deprecated(self, backend):
         """The old keywords still work, with a warning naming the new way."""
         with pytest.warns(DeprecationWarning, match="MemoryStores"):
-            assembler = ContextAssembler(backend, max_project_items=1)
+            assembler = ContextAssembler(backend, max_project_items=2)
         project = assembler.project_store("p")
         project.add_decision("One")
         project.add_decision("Two")
+        project.add_decision("Three")  # over 2: evicted down to the low mark, 1
         assert project.count() == 1
 
     def test_unknown_keyword_is_a_type_error(self, backend):

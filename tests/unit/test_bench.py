@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import attrs
 import pytest
 
 from agent_engine import ValidationError
@@ -106,6 +107,20 @@ class TestLocomo:
         assert hybrid["recall"]["4096"] == 1.0
         assert split_of(4) != split_of(5)
 
+    def test_a_small_working_set_pages_the_archive_back_in(self, data):
+        """Limited to one item, the store archives the rest, and builds still find it all;
+        deleting what was archived (eviction before the archive) loses evidence."""
+        conversations = locomo.load(data)
+        base = QualityConfig(budgets=(4096,), policies=("hybrid",), live_turns=1)
+
+        def recall(**fields):
+            config = attrs.evolve(base, **fields)
+            result = run_quality(conversations, HashingEmbedder(dim=64), config=config)
+            return result["summary"]["tuning (0-4)"]["hybrid"]["overall"]["recall"]["4096"]
+
+        assert recall() == recall(working_set=1) == 1.0
+        assert recall(working_set=1, drop_archive=True) < 1.0
+
 
 class TestSynthetic:
     def test_deterministic_and_shaped(self):
@@ -165,7 +180,9 @@ class TestRunnerArguments:
         with pytest.raises(SystemExit) as exit_info:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
-        message = "'speed' is not a part of the suite (quality, cost, currentness, conflicts)"
+        message = (
+            "'speed' is not a part of the suite (quality, cost, currentness, aging, conflicts)"
+        )
         assert message in capsys.readouterr().err
 
     def test_every_default_backend_has_a_factory(self):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import attrs
 import pytest
 
 from agent_engine import ValidationError
@@ -132,6 +133,7 @@ class TestRun:
         config = CurrentnessConfig(
             slots=12, updated=0.5, contradicted=0.25, filler=30, budgets=(128, 1024)
         )
+        config = attrs.evolve(config, modes=("baseline",))
         result = run_currentness(HashingEmbedder(dim=64), config=config)
         assert len(result["records"]) == 9 * 2
         overall = result["summary"]["baseline"]["1024"]["overall"]
@@ -141,6 +143,17 @@ class TestRun:
         # Today nothing marks a version as replaced: a large budget holds the stale ones too.
         assert overall["current_included"] == 1.0
         assert overall["stale_excluded"] < 1.0
+
+    def test_keys_keep_stale_versions_out(self):
+        """With slots declared, a keyed change's stale versions never reach the context."""
+        config = CurrentnessConfig(
+            slots=24, updated=0.5, contradicted=0.25, keyed=1.0, filler=30, budgets=(1024,)
+        )
+        result = run_currentness(HashingEmbedder(dim=64), config=config)
+        summary = result["summary"]
+        assert summary["lifecycle"]["1024"]["overall"]["stale_excluded"] == 1.0
+        assert summary["lifecycle"]["1024"]["overall"]["current_included"] == 1.0
+        assert summary["baseline"]["1024"]["overall"]["stale_excluded"] < 1.0
 
     def test_unknown_mode_is_refused(self):
         with pytest.raises(ValidationError, match="nope"):
@@ -164,7 +177,7 @@ class TestRunnerPart:
         """Slots and modes parse; an unknown mode is a usage error."""
         options = parse_options(["currentness", "--slots", "30"])
         assert options.currentness.slots == 30
-        assert options.currentness.modes == ("baseline",)
+        assert options.currentness.modes == ("baseline", "lifecycle")
         assert options.embedder is None
         with pytest.raises(SystemExit) as exit_info:
             parse_options(["currentness", "--modes", "baseline,nope"])

@@ -73,9 +73,24 @@ sa.Index(
 sa.Index("ix_ae_items_expires_at", items.c.expires_at)
 sa.Index("ix_ae_items_fingerprint", items.c.fingerprint)
 # The lifecycle's reads: a scope's slot, an item's history, and a scope's working set by time
-# (the archive's rows are skipped by the index, not row by row).
-sa.Index("ix_ae_items_namespace_key", items.c.namespace, items.c.key)
-sa.Index("ix_ae_items_superseded_by", items.c.superseded_by)
+# (the archive's rows are skipped by the index, not row by row). Most items have no key and
+# were never superseded: partial indexes hold only the rest, which also keeps SQLite's
+# planner from judging a lookup unselective by the statistics of all those nulls.
+_keyed = items.c.key.is_not(None)
+_superseded = items.c.superseded_by.is_not(None)
+sa.Index(
+    "ix_ae_items_namespace_key",
+    items.c.namespace,
+    items.c.key,
+    sqlite_where=_keyed,
+    postgresql_where=_keyed,
+)
+sa.Index(
+    "ix_ae_items_superseded_by",
+    items.c.superseded_by,
+    sqlite_where=_superseded,
+    postgresql_where=_superseded,
+)
 sa.Index(
     "ix_ae_items_namespace_archived_at_timestamp",
     items.c.namespace,

@@ -82,7 +82,7 @@ from agent_engine.memory.sql._rows import (
     tag_rows,
 )
 from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, items
-from agent_engine.models import MAX_COUNT, ContextItem, Tier
+from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier
 
 __all__ = ["SQLAlchemyBackend"]
 
@@ -573,6 +573,28 @@ class SQLAlchemyBackend(BaseBackend):
                 )
                 touched += connection.execute(statement).rowcount
             return touched
+
+        return self._write(work)
+
+    def _set_archived(
+        self, item_ids: list[str], at: datetime | None, reason: ArchiveReason | None
+    ) -> int:
+        """One ``UPDATE ... SET archived_at, archived_reason`` per chunk of ids, in one write.
+
+        The archive mark is not indexed text (the archive is searched like the working set),
+        so, as for a touch, the scope counters stay.
+        """
+        values = {
+            "archived_at": None if at is None else encode_time(at),
+            "archived_reason": None if reason is None else reason.value,
+        }
+
+        def work(connection: sa.Connection) -> int:
+            marked = 0
+            for chunk in _chunks(item_ids):
+                statement = items.update().where(items.c.id.in_(chunk)).values(**values)
+                marked += connection.execute(statement).rowcount
+            return marked
 
         return self._write(work)
 
