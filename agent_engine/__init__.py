@@ -23,6 +23,7 @@ from agent_engine.assembler import (
     ContextPackage,
     GatherLimits,
     Layout,
+    MarkedConflict,
     Omission,
     OmissionReason,
     Policy,
@@ -43,6 +44,7 @@ from agent_engine.errors import (
     BackendError,
     BackendUnavailableError,
     ConfirmationDeclined,
+    ConflictNotFoundError,
     DimensionMismatchError,
     DuplicateItemError,
     EmbedderMismatchError,
@@ -60,6 +62,7 @@ from agent_engine.errors import (
 )
 from agent_engine.filters import Filter, parse_filter
 from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.conflicts import Conflict, ConflictType
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import (
@@ -79,6 +82,7 @@ from agent_engine.serde import from_dict, to_dict
 from agent_engine.tiers.aging import AgingPolicy, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import ConflictDetection
 from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
@@ -153,6 +157,10 @@ __all__ = [
     "Confirm",
     "ConfirmationDeclined",
     "ConfirmationRequest",
+    "Conflict",
+    "ConflictDetection",
+    "ConflictNotFoundError",
+    "ConflictType",
     "ContextAssembler",
     "ContextItem",
     "ContextPackage",
@@ -180,6 +188,7 @@ __all__ = [
     "Layout",
     "LifecycleStateError",
     "LowestImportanceOldest",
+    "MarkedConflict",
     "MemoryBackend",
     "MemoryStores",
     "Omission",

@@ -14,6 +14,7 @@ The tree::
     │   ├── EmbedderMismatchError             a store's vectors were made by another model
     │   └── LifecycleStateError               not possible in the item's state (pinned, history)
     ├── ItemNotFoundError (LookupError)       no item with that id (in that scope)
+    ├── ConflictNotFoundError (LookupError)   no recorded conflict with that id (in that scope)
     ├── DuplicateItemError                    add() of an id that already exists
     ├── ConfirmationDeclined                  a high-risk write was not confirmed
     ├── EmbeddingError                        no model, or the model failed
@@ -38,6 +39,7 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "ConfirmationDeclined",
+    "ConflictNotFoundError",
     "DimensionMismatchError",
     "DuplicateItemError",
     "EmbedderMismatchError",
@@ -136,6 +138,20 @@ class ItemNotFoundError(AgentEngineError, LookupError):
         where = f" in namespace {namespace!r}" if namespace else ""
         super().__init__(f"no item with id {item_id!r}{where}")
         self.item_id = item_id
+        self.namespace = namespace
+
+
+class ConflictNotFoundError(AgentEngineError, LookupError):
+    """No recorded conflict has this id, or it belongs to another scope.
+
+    As with items, a tier store raises this for another scope's conflict too, so a conflict
+    id alone never reveals what another project holds.
+    """
+
+    def __init__(self, conflict_id: str, *, namespace: str | None = None) -> None:
+        where = f" in namespace {namespace!r}" if namespace else ""
+        super().__init__(f"no conflict with id {conflict_id!r}{where}")
+        self.conflict_id = conflict_id
         self.namespace = namespace
 
 

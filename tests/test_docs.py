@@ -22,8 +22,9 @@ What differs from a reader's run, and why:
 - ``bench``: the documented arguments are first parsed verbatim by the runner's own parser
   (so every option, part and backend name it shows must be accepted), then the command runs
   smaller: ``--data`` names a tiny LoCoMo-format file the test writes (ten conversations of
-  four turns), ``--sizes`` is 100 (``--aging-sizes`` 200), the embedder is ``hashing`` and
-  the cost and aging parts measure only the first backend named (``memory`` when none is).
+  four turns), ``--sizes`` is 100 (``--aging-sizes`` 200), ``--fillers`` 10, the embedder is
+  ``hashing`` and the cost, aging and conflicts parts measure only the first backend named
+  (``memory`` when none is).
   The real file, 100k-item stores, MiniLM and a fresh process per measured backend take
   minutes; what the run proves is that the suite goes end to end from these arguments.
   Everything else runs verbatim.
@@ -168,6 +169,7 @@ def _scaled(argv: tuple[str, ...], data: Path) -> list[str]:
     for option, value in (
         ("--data", str(data)),
         ("--sizes", "100"),
+        ("--fillers", "10"),
         ("--embedder", "hashing"),
         ("--backends", backends.split(",")[0]),
         ("--aging-sizes", "200"),

@@ -8,6 +8,7 @@ policies are made of, to reuse with other options or sources.
 
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.candidates import GatherLimits
+from agent_engine.assembler.conflicts import MarkedConflict
 from agent_engine.assembler.package import (
     ContextPackage,
     Omission,
@@ -45,6 +46,7 @@ __all__ = [
     "ImportanceScorer",
     "Layout",
     "LexicalScorer",
+    "MarkedConflict",
     "Omission",
     "OmissionReason",
     "Policy",

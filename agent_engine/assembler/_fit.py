@@ -27,7 +27,7 @@ def fit_render(
     if packer.scale.exact:
         return None
     while True:
-        lines = [Line(t.entry.item, t.entry.tier, t.body) for t in packer.taken]
+        lines = packer.lines()
         rendered = counter.count(render_lines(lines, layout))
         if rendered <= budget or not packer.taken:
             break

@@ -29,7 +29,7 @@ import functools
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 import attrs
@@ -41,6 +41,7 @@ from agent_engine.assembler._failopen import FailOpen
 from agent_engine.assembler._fit import fit_render
 from agent_engine.assembler.allocation import fill, plan_budget
 from agent_engine.assembler.config import AssemblerConfig
+from agent_engine.assembler.conflicts import CONFLICTS_READ
 from agent_engine.assembler.explain import explain
 from agent_engine.assembler.package import ContextPackage, SelectionReason
 from agent_engine.assembler.packer import Packer, Taken
@@ -49,6 +50,7 @@ from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy, resolve_po
 from agent_engine.assembler.widening import widen
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.conflicts import Conflict
 from agent_engine.models import ContextRequest, Task, Tier, utcnow
 from agent_engine.tiers.base import by_backend, record_access
 from agent_engine.tiers.consolidation import TaskEnd
@@ -180,21 +182,27 @@ class ContextAssembler:
         )
 
     def _pack(self, build: Build, plans: dict[Tier, TierPlan]) -> _Packed:
-        """Fill the budget from the plans, gathering wider while room is left (step 4)."""
-        packer = self._packer(build, trust_cached_costs=True)
+        """Fill the budget from the plans, gathering wider while room is left (step 4).
+
+        The open conflicts of the planned tiers are read first: a pair both taken is marked.
+        """
+        conflicts = _read_conflicts(build, plans)
+        packer = self._packer(build, trust_cached_costs=True, conflicts=conflicts)
         fill(packer, plans, build.budget.spill_order)
         plans = widen(build, packer, plans)
         if not packer.cached_costs_hold():
             # A cached token_cost is not its body's count: every figure charged with it is
             # wrong, and so may be what it let in. Pack again, counting every body.
             scores = packer.scores
-            packer = self._packer(build, trust_cached_costs=False)
+            packer = self._packer(build, trust_cached_costs=False, conflicts=conflicts)
             packer.rescore(scores)
             fill(packer, plans, build.budget.spill_order)
         counted = fit_render(packer, build.budget.tokens, self.config.layout, self.counter)
         return _Packed(packer, plans, counted)
 
-    def _packer(self, build: Build, *, trust_cached_costs: bool) -> Packer:
+    def _packer(
+        self, build: Build, *, trust_cached_costs: bool, conflicts: Sequence[Conflict] = ()
+    ) -> Packer:
         return Packer(
             build.budget.tokens,
             dict(build.budget.allocation),
@@ -202,6 +210,7 @@ class ContextAssembler:
             self.counter,
             self._caches,
             trust_cached_costs=trust_cached_costs,
+            conflicts=conflicts,
         )
 
     def _record_access(self, build: Build, taken: list[Taken]) -> None:
@@ -216,6 +225,15 @@ class ContextAssembler:
                 "access",
                 functools.partial(record_access, {s: chosen[s.tier] for s in group}, build.now),
             )
+
+
+def _read_conflicts(build: Build, tiers: Iterable[Tier]) -> list[Conflict]:
+    """The open conflicts of ``tiers``' stores, read once per tier through ``build.reads``."""
+    found: list[Conflict] = []
+    for tier in tiers:
+        read = functools.partial(build.stores[tier].conflicts, limit=CONFLICTS_READ)
+        found.extend(build.reads.run((tier,), "conflicts", read) or ())
+    return found
 
 
 def _stores(

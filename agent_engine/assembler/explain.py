@@ -57,4 +57,5 @@ def explain(
         usage=usage,
         failures=tuple(build.reads.failures),
         candidate_tokens=candidate_tokens,
+        conflicts=tuple(packer.conflicts_shown()),
     )

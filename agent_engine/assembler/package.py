@@ -14,6 +14,7 @@ from typing import Literal
 
 import attrs
 
+from agent_engine.assembler.conflicts import MarkedConflict
 from agent_engine.assembler.render import Layout, Line, RenderFormat, render_lines
 from agent_engine.models import ContextItem, Tier
 
@@ -28,10 +29,11 @@ __all__ = [
     "TierUsage",
 ]
 
-FailurePhase = Literal["gather", "widen", "access"]
+FailurePhase = Literal["gather", "widen", "access", "conflicts"]
 """When a tier's backend failed: ``gather`` (the first read of its candidates: the tier has no
 items in the package), ``widen`` (a wider second gather: the tier keeps what its first gather
-found), ``access`` (recording the accesses of its chosen items: they are in the package)."""
+found), ``access`` (recording the accesses of its chosen items: they are in the package),
+``conflicts`` (reading its open conflicts: its items are in the package, unmarked)."""
 
 
 class SelectionReason(enum.StrEnum):
@@ -144,6 +146,8 @@ class ContextPackage:
     usage: tuple[TierUsage, ...]
     failures: tuple[TierFailure, ...] = ()
     candidate_tokens: int = 0
+    conflicts: tuple[MarkedConflict, ...] = ()
+    """The open conflicts both of whose items were selected, as the render marks them."""
 
     @property
     def items(self) -> tuple[ContextItem, ...]:

@@ -10,6 +10,10 @@ default counter. Who is offered what room, and in which order, is the fill's bus
 A pinned, HEAD or TAIL item larger than its tier's whole allocation is truncated with a
 visible marker to what is left, instead of being dropped; any other item that does not fit is
 left out. Nothing is ever added past the budget.
+
+An item whose open conflict's other side is already in the package costs its line plus both
+sides' conflict markers (:mod:`.conflicts`): taken, it marks the pair; left out, neither side
+shows one.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy.typing as npt
 
 from agent_engine.assembler._costcache import CostCaches
 from agent_engine.assembler._scale import scale_of
+from agent_engine.assembler.conflicts import ConflictMarks, MarkedConflict
 from agent_engine.assembler.package import (
     Omission,
     OmissionReason,
@@ -31,6 +36,7 @@ from agent_engine.assembler.package import (
     SelectionReason,
 )
 from agent_engine.assembler.render import TRUNCATION_MARKER, Layout, Line, prompt_order
+from agent_engine.memory.conflicts import Conflict
 from agent_engine.models import ContextItem, Tier
 from agent_engine.tokens import TokenCounter
 
@@ -66,6 +72,7 @@ class Packer:
     ``caches``: counts shared across builds. ``trust_cached_costs``: charge an item's cached
     ``token_cost`` for its body without counting it (the default counter's fast path);
     :meth:`cached_costs_hold` tells afterwards whether every one charged was true.
+    ``conflicts``: the open conflicts of the build's tiers, marked when both sides are taken.
     """
 
     def __init__(
@@ -77,6 +84,7 @@ class Packer:
         caches: CostCaches,
         *,
         trust_cached_costs: bool = True,
+        conflicts: Sequence[Conflict] = (),
     ) -> None:
         self.budget = budget
         self.layout = layout
@@ -118,6 +126,9 @@ class Packer:
         """Entries that were offered in full and did not fit (a HEAD/TAIL item waiting)."""
         self.omissions: list[Omission] = []
         self._scores: dict[str, float] = {}
+        self._marks = ConflictMarks(conflicts, layout, self._units)
+        self._taken_items: dict[str, ContextItem] = {}
+        """The items taken, by id (what a conflict's other side is looked up in)."""
 
     @property
     def total(self) -> int:
@@ -269,21 +280,32 @@ class Packer:
             # Headers only add to the line, so it cannot fit.
             self.waiting.add(item.id)
             return False
-        cost = line + self._headers(entry)
+        marks = self._marks.cost(item, self._taken_items) if self._marks else 0
+        cost = line + self._headers(entry) + marks
         if cost <= available:
             self._take(entry, item.body, cost, truncated=False)
             return True
         if may_truncate and cost > self._shares[entry.tier]:
-            body = self._truncate(entry, available - self._headers(entry))
+            body = self._truncate(entry, available - self._headers(entry) - marks)
             if body is not None:
-                self._take(
-                    entry, body, self._line(item, body) + self._headers(entry), truncated=True
-                )
+                units = self._line(item, body) + self._headers(entry) + marks
+                self._take(entry, body, units, truncated=True)
                 return True
         self.waiting.add(item.id)
         return False
 
     def _take(self, entry: Entry, body: str, units: int, *, truncated: bool) -> None:
+        """Add ``entry`` at ``units`` (its markers and its conflicts' other sides' included).
+
+        The markers an earlier item now shows are moved onto that item's units, so every
+        taken item carries what its own line costs.
+        """
+        if self._marks:
+            for conflict, other, own, others in self._marks.pending(entry.item, self._taken_items):
+                self._marks.show(conflict, {entry.item.id: own, other.id: others})
+                self._recharge(other.id, others)
+                units -= others
+        self._taken_items[entry.item.id] = entry.item
         self._sections.add(entry.tier)
         if entry.item.session:
             self._groups.setdefault((entry.tier, entry.item.session), entry.item.timestamp)
@@ -320,12 +342,26 @@ class Packer:
             for o in omissions
         ]
 
+    def _recharge(self, item_id: str, units: int) -> None:
+        """Add ``units`` (negative: take them off) to a taken item, its tier and the total."""
+        at = next(i for i, t in enumerate(self.taken) if t.entry.item.id == item_id)
+        taken = self.taken[at]
+        self.taken[at] = taken._replace(units=taken.units + units)
+        self.used[taken.entry.tier] += units
+        self._total += units
+
     def drop(self, taken: Taken, reason: OmissionReason) -> None:
-        """Take a chosen item back out (the render check's last resort), recording why."""
+        """Take a chosen item back out (the render check's last resort), recording why.
+
+        The conflicts it showed are shown no more: their other sides lose their markers.
+        """
         self.taken.remove(taken)
         entry = taken.entry
         self.used[entry.tier] -= taken.units
         self._total -= taken.units
+        self._taken_items.pop(entry.item.id, None)
+        for other, units in self._marks.hide(entry.item.id):
+            self._recharge(other, -units)
         self.omissions.append(
             Omission(
                 entry.item.id,
@@ -436,6 +472,8 @@ class Packer:
                 session = item.session
                 if tier not in sections or (session and (tier, session) not in groups):
                     cost += self._headers(entry)
+                if self._marks:
+                    cost += self._marks.cost(item, self._taken_items)
                 if item.fingerprint in fingerprints:
                     reason = duplicate
                 elif line > reach:
@@ -451,14 +489,28 @@ class Packer:
         self.waiting.clear()
         return self.omissions
 
+    def lines(self) -> list[Line]:
+        """The package's lines as rendered: each body shown, with its conflict markers."""
+        lines = [Line(t.entry.item, t.entry.tier, t.body) for t in self.taken]
+        bodies, _ = self._marks.numbered(lines)
+        if not bodies:
+            return lines
+        return [attrs.evolve(line, body=bodies.get(line.item.id, line.body)) for line in lines]
+
+    def conflicts_shown(self) -> list[MarkedConflict]:
+        """The open conflicts both of whose items are in the package, numbered as rendered."""
+        lines = [Line(t.entry.item, t.entry.tier, t.body) for t in self.taken]
+        return self._marks.numbered(lines)[1]
+
     def package(self) -> tuple[list[Selection], dict[Tier, int]]:
         """The chosen items in prompt order, and each tier's part of what the render costs.
 
         Units add up along the render; a tier's part is what the render costs up to the end
-        of its section less what it costs before it, so the parts add up to the whole.
+        of its section less what it costs before it, so the parts add up to the whole. A
+        selection's body is its line's, conflict markers included.
         """
         by_id = {taken.entry.item.id: taken for taken in self.taken}
-        lines = [Line(t.entry.item, t.entry.tier, t.body) for t in self.taken]
+        lines = self.lines()
         num, den, scores = self._num, self._den, self._scores
         used = dict.fromkeys(Tier, 0)
         selections: list[Selection] = []
@@ -479,7 +531,7 @@ class Packer:
                             scores.get(item.id, score),
                             reason,
                             -(-taken.units * num // den),
-                            taken.body,
+                            line.body,
                             taken.truncated,
                         )
                     )

@@ -95,6 +95,14 @@ class Layout:
         """The body as it appears inside a line (in XML: made XML-safe, then escaped)."""
         return body if self.verbatim else escape(_xml_safe(body))
 
+    def conflict(self, number: int, *, newer: bool) -> str:
+        """The marker on each side of an open conflict shown in the package, before its body.
+
+        Names the conflict (its number in the package, shared by both sides) and says which
+        side is the newer statement; in every format the same text, inside the item's line.
+        """
+        return f"[\u26a0 conflict {number}: {'newer' if newer else 'older'}]"
+
     def line(self, item: ContextItem, body: str) -> str:
         """One item's line around its (possibly truncated) body."""
         if self.format is RenderFormat.XML:

@@ -141,6 +141,35 @@ def _currentness_tables(currentness: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _conflicts_tables(conflicts: dict[str, Any]) -> list[str]:
+    """Per backend and mode: what the stores recorded against the labels, and what it cost."""
+    labelled, alone = conflicts["set"], conflicts["classifier_only"]
+    lines = [
+        (
+            f"{labelled['memories']} labelled memories ({labelled['positives']} contradicting "
+            f"pairs, {labelled['hard_negatives']} hard negatives) among {labelled['written']} "
+            f"written one add at a time (embedder {labelled['embedder']}). The pair classifier "
+            f"alone, on every pair of one scope's labelled memories: precision "
+            f"{alone['precision']:.3f}, recall {alone['recall']:.3f}."
+        ),
+        "",
+        (
+            "| backend | mode | recorded | precision | recall | by meaning only "
+            "| add cost ratio | ms per add (off, on) |"
+        ),
+        "|---" * 8 + "|",
+    ]
+    for row in conflicts["rows"]:
+        ratio = "n/a" if row["add_cost_ratio"] is None else f"{row['add_cost_ratio']:.2f}"
+        lines.append(
+            f"| {row['backend']} | {row['mode']} | {row['recorded']} | "
+            f"{row['precision']:.3f} | {row['recall']:.3f} | "
+            f"{row['found_by_meaning_only']}/{row['positives_by_meaning_only']} | {ratio} | "
+            f"{row['baseline_add_ms']:.2f}, {row['add_ms']:.2f} |"
+        )
+    return [*lines, ""]
+
+
 def _plots(results: dict[str, Any], out: Path) -> list[str]:
     try:
         import matplotlib as mpl  # noqa: PLC0415 - optional dependency, only for plots
@@ -235,6 +264,12 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "## Aging: compaction against one full read",
             "",
             *aging.table(results["aging"]),
+        ]
+    if "conflicts" in results:
+        lines += [
+            "## Conflicts: detection on add",
+            "",
+            *_conflicts_tables(results["conflicts"]),
         ]
     lines += ["## Plots", "", *_plots(results, out), ""]
     report = out / "report.md"

@@ -14,6 +14,7 @@ import attrs
 from agent_engine.bench import cost as cost_suite
 from agent_engine.bench import locomo
 from agent_engine.bench.aging import AgingBenchConfig, run_aging
+from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.quality import QualityConfig, run_quality
 from agent_engine.bench.report import write_report
@@ -22,7 +23,7 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersToken
 
 __all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost", "currentness", "aging")
+PARTS = ("quality", "cost", "currentness", "aging", "conflicts")
 """The parts of the suite, in the order they run."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -38,7 +39,8 @@ class SuiteOptions:
     out: Path = Path("bench-results")
     embedder: str | None = None
     """The embedder of every part that embeds; ``None``: each part's own default (MiniLM for
-    quality, the hashing embedder for currentness, which measures ranking, not semantics)."""
+    quality, the hashing embedder for currentness and conflicts, which measure ranking and
+    candidate reads, not semantics)."""
     counter: str = "model"
     conversations: tuple[int, ...] = tuple(range(10))
     quality: QualityConfig = attrs.field(factory=QualityConfig)
@@ -47,6 +49,7 @@ class SuiteOptions:
     queries: int = 50
     currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
     aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
+    conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
 
 
 def _embedder(name: str) -> Embedder:
@@ -112,6 +115,13 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         cells = len(options.aging.sizes) * len(options.aging.backends)
         advance = progress("aging (cells)", cells) if progress else None
         results["aging"] = run_aging(options.aging, progress=advance)
+    if "conflicts" in options.parts:
+        embedder = _embedder(options.embedder or "hashing")
+        runs = len(options.backends) * len(options.conflicts.modes)
+        advance = progress("conflicts (runs)", runs) if progress else None
+        results["conflicts"] = run_conflicts(
+            options.backends, embedder, config=options.conflicts, progress=advance
+        )
     return write_report(results, options.out)
 
 
@@ -157,7 +167,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         "--embedder",
         default=None,
         help="minilm, hashing, or a model name/path (default: minilm for quality, "
-        "hashing for currentness)",
+        "hashing for currentness and conflicts)",
     )
     parser.add_argument("--counter", default="model", choices=["model", "heuristic"])
     parser.add_argument("--conversations", default="0-9")
@@ -201,6 +211,12 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=",".join(AgingBenchConfig().backends),
         help=f"aging, comma-separated, of: {', '.join(cost_suite.backend_names())}",
     )
+    parser.add_argument(
+        "--fillers",
+        type=int,
+        default=ConflictsConfig().fillers,
+        help="conflicts: synthetic memories interleaved into each project scope",
+    )
     args = parser.parse_args(argv)
     named = {*args.backends.split(","), *args.aging_backends.split(",")}
     unknown = sorted(named - set(cost_suite.backend_names()))
@@ -228,6 +244,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         aging=AgingBenchConfig(
             sizes=parse_ints(args.aging_sizes), backends=tuple(args.aging_backends.split(","))
         ),
+        conflicts=ConflictsConfig(fillers=args.fillers),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 import agent_engine
-from agent_engine.cli import _bench, _candidates, _compact, _db, _demo, _memory
+from agent_engine.cli import _bench, _candidates, _compact, _conflicts, _db, _demo, _memory
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
 from agent_engine.cli._store import url_forms
 
@@ -122,6 +122,9 @@ app.command(
     },
     add_help_option=False,
 )(_bench.bench)
+_memory.app.command(
+    name="conflicts", short_help="List contradicting memories, or resolve one by keeping it."
+)(_conflicts.conflicts)
 _memory.app.command(name="candidates")(_candidates.candidates)
 _memory.app.command(name="confirm")(_candidates.confirm)
 _memory.app.command(name="compact")(_compact.compact)

@@ -184,6 +184,16 @@ def package_json(
         "failures": [
             {"tier": failure.tier.value, "error": failure.error} for failure in package.failures
         ],
+        "conflicts": [
+            {
+                "number": marked.number,
+                "id": marked.conflict.id,
+                "newer": marked.newer,
+                "older": marked.older,
+                "reason": marked.conflict.reason,
+            }
+            for marked in package.conflicts
+        ],
         "prompt": package.render(),
     }
 

@@ -2,8 +2,9 @@
 
 Besides the backends the top-level package re-exports, this is where a custom backend finds
 its parts: :class:`BaseBackend` to subclass, the :class:`Written` and :class:`SearchHit`
-values its primitives and searches return, and the journal it keeps
-(:class:`AuditStore`, :class:`InMemoryAuditStore`), and the registry it joins
+values its primitives and searches return, the journal it keeps
+(:class:`AuditStore`, :class:`InMemoryAuditStore`) and the conflicts it keeps beside its items
+(:class:`ConflictStore`, :class:`InMemoryConflictStore`), and the registry it joins
 (:func:`register_backend`) so the CLI opens it by URL and the cost benchmark measures it.
 The conformance suite that checks it is
 :class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` loads on first use,
@@ -25,6 +26,12 @@ from agent_engine.memory.backend import (
     ScopeVersions,
     SearchHit,
     Written,
+)
+from agent_engine.memory.conflicts import (
+    Conflict,
+    ConflictStore,
+    ConflictType,
+    InMemoryConflictStore,
 )
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.faiss import set_default_store as _set_default_store
@@ -53,9 +60,13 @@ __all__ = [
     "Backend",
     "BaseBackend",
     "Configuration",
+    "Conflict",
+    "ConflictStore",
+    "ConflictType",
     "FaissBackend",
     "InMemoryAuditStore",
     "InMemoryBackend",
+    "InMemoryConflictStore",
     "MemoryBackend",
     "OpenOptions",
     "SQLAlchemyBackend",

@@ -57,6 +57,7 @@ from agent_engine.memory.audit import (
     erasure_token,
     redact_value,
 )
+from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.models import (
     ArchiveReason,
     ContextItem,
@@ -163,6 +164,11 @@ class MemoryBackend(Protocol):
     @property
     def audit(self) -> AuditStore:
         """The journal of mutations made through tier stores on this backend."""
+        ...
+
+    @property
+    def conflicts(self) -> ConflictStore:
+        """The conflicts recorded between this backend's items (removed with the items)."""
         ...
 
     @property
@@ -315,7 +321,8 @@ class BaseBackend(abc.ABC):
     stores). Write primitives report what they did as :class:`Written`; a store that other
     processes may write also keeps change counters (:meth:`_scope_versions`) and returns the
     ones each write committed. The constructor sets ``_audit_store``, the journal kept with
-    the items (see :attr:`audit`). :meth:`reembed` needs three more steps (``_reembed_begin``,
+    the items (see :attr:`audit`), and ``_conflict_store``, the conflicts recorded between
+    them (see :attr:`conflicts`). :meth:`reembed` needs three more steps (``_reembed_begin``,
     ``_reembed_write``, ``_reembed_finish``), which a backend implements to support it.
     """
 
@@ -324,6 +331,7 @@ class BaseBackend(abc.ABC):
     dim: int | None = None
     """The vector dimension when there is no embedder (``None``: not fixed)."""
     _audit_store: AuditStore | None = None
+    _conflict_store: ConflictStore | None = None
 
     @property
     def audit(self) -> AuditStore:
@@ -344,6 +352,25 @@ class BaseBackend(abc.ABC):
                 backend=type(self).__name__,
             )
         return self._audit_store
+
+    @property
+    def conflicts(self) -> ConflictStore:
+        """The conflicts recorded between this backend's items (``_conflict_store``).
+
+        Kept where the items are, as the journal is: a backend whose items live only in the
+        process sets an :class:`~agent_engine.memory.conflicts.InMemoryConflictStore`; a
+        persistent one, a store it persists with its items. Either way, deleting, clearing or
+        erasing an item removes the conflicts naming it in the same write. A backend that set
+        none raises :class:`~agent_engine.errors.BackendError`.
+        """
+        if self._conflict_store is None:
+            raise BackendError(
+                f"{type(self).__name__} keeps no conflict store: a backend must set "
+                "_conflict_store to the conflicts kept with its items (InMemoryConflictStore "
+                "for items that live only in the process)",
+                backend=type(self).__name__,
+            )
+        return self._conflict_store
 
     # ------------------------------------------------------------------ primitives
 

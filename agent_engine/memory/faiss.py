@@ -76,6 +76,7 @@ from agent_engine.memory.backend import (
     check_identity,
     check_vectors,
 )
+from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.models import ArchiveReason, ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalScope
 
@@ -181,6 +182,11 @@ class FaissBackend(BaseBackend):
     def audit(self) -> AuditStore:
         """The record store's journal: mutations are recorded where the items live."""
         return self.store.audit
+
+    @property
+    def conflicts(self) -> ConflictStore:
+        """The record store's conflicts: kept, and removed, with the items they name."""
+        return self.store.conflicts
 
     # ------------------------------------------------------------------ opening & saving
 

@@ -34,6 +34,7 @@ from agent_engine.memory.backend import (
     Written,
     check_vectors,
 )
+from agent_engine.memory.conflicts import InMemoryConflictStore
 from agent_engine.models import ArchiveReason, ContextItem, Vector, with_archive_mark
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class InMemoryBackend(BaseBackend):
         # The re-embedded items and their vectors while a re-embedding runs.
         self._staged: tuple[dict[str, ContextItem], _VectorIndex] | None = None
         self._audit_store = InMemoryAuditStore()
+        self._conflict_store = self._conflicts = InMemoryConflictStore(self._held, self._lock)
         # Tier stores always scope by namespace; scanning one namespace, not the whole store,
         # keeps their queries proportional to their own size.
         self._by_namespace: dict[str, dict[str, None]] = {}
@@ -92,6 +94,11 @@ class InMemoryBackend(BaseBackend):
             for item in items:
                 self._store(item)
             return Written(len(items))
+
+    def _held(self, item_ids: list[str]) -> set[str]:
+        """Which of ``item_ids`` are stored (what a conflict may name)."""
+        with self._lock:
+            return {item_id for item_id in item_ids if item_id in self._items}
 
     def _remove(self, item_ids: list[str]) -> Written:
         with self._lock:
@@ -168,6 +175,7 @@ class InMemoryBackend(BaseBackend):
 
     def _drop(self, item_id: str) -> None:
         item = self._items.pop(item_id)
+        self._conflicts.discard([item_id])
         members = self._by_namespace[item.namespace]
         members.pop(item_id, None)
         if not members:

@@ -42,6 +42,7 @@ from agent_engine.errors import (
 from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, Order, parse_filter
 from agent_engine.memory.audit import erasure_token
 from agent_engine.memory.backend import MemoryBackend, embedding_text
+from agent_engine.memory.conflicts import Conflict, ConflictType
 from agent_engine.models import (
     MAX_COUNT,
     ArchiveReason,
@@ -1436,6 +1437,104 @@ class BackendConformance:
             filled.set_archived(["item-00004"], at, reason)
         assert info.value.field == field
         assert _same(filled.get("item-00004"), before)
+
+    # ------------------------------------------------------------------ conflicts
+
+    @staticmethod
+    def _conflict(a: int, b: int, minutes: int = 0, **fields: Any) -> Conflict:
+        """A conflict between items ``a`` and ``b`` of ``filled`` (same namespace parity)."""
+        values: dict[str, Any] = {
+            "item_a": f"item-{a:05d}",
+            "item_b": f"item-{b:05d}",
+            "tier": Tier.PROJECT,
+            "namespace": f"ns-{a % 2}",
+            "detected_at": T0 + timedelta(minutes=minutes),
+            "reason": "always/never",
+        }
+        return Conflict(**(values | fields))
+
+    def test_conflicts_round_trip(self, filled: MemoryBackend) -> None:
+        """A recorded conflict comes back equal by id, and listed in its scope.
+
+        If this fails, check the conflict row conversion (times, versions, the type).
+        """
+        conflict = self._conflict(2, 4, version_b=3, type=ConflictType.AMBIGUOUS)
+        filled.conflicts.record([conflict])
+        assert filled.conflicts.get(conflict.id) == conflict
+        assert filled.conflicts.get("no-such-conflict") is None
+        assert filled.conflicts.of_scope("ns-0", Tier.PROJECT) == [conflict]
+
+    def test_conflicts_of_a_scope_newest_first(self, filled: MemoryBackend) -> None:
+        """A scope lists its own conflicts only, newest first, unresolved unless asked."""
+        older = self._conflict(2, 4, minutes=1)
+        newer = self._conflict(6, 8, minutes=2)
+        other_namespace = self._conflict(1, 3, minutes=3)
+        other_tier = self._conflict(10, 12, minutes=4, tier=Tier.GLOBAL)
+        filled.conflicts.record([older, newer, other_namespace, other_tier])
+        assert filled.conflicts.of_scope("ns-0", Tier.PROJECT) == [newer, older]
+        assert filled.conflicts.of_scope("ns-0", Tier.PROJECT, limit=1) == [newer]
+        assert filled.conflicts.of_scope("ns-1", Tier.PROJECT) == [other_namespace]
+        assert filled.conflicts.of_scope("ns-0", Tier.GLOBAL) == [other_tier]
+        assert filled.conflicts.of_scope("ns-9", Tier.PROJECT) == []
+        at = T0 + timedelta(days=1)
+        resolved = filled.conflicts.resolve(older.id, kept="item-00004", at=at)
+        assert resolved == attrs.evolve(older, resolved_at=at, kept="item-00004")
+        assert filled.conflicts.of_scope("ns-0", Tier.PROJECT) == [newer]
+        everything = filled.conflicts.of_scope("ns-0", Tier.PROJECT, include_resolved=True)
+        assert everything == [newer, resolved]
+
+    def test_conflicts_resolve_once(self, filled: MemoryBackend) -> None:
+        """Resolving is a compare-and-set: resolving twice, or keeping neither, changes nothing.
+
+        If a second resolve returns the conflict, two writers could both resolve it.
+        """
+        conflict = self._conflict(2, 4)
+        filled.conflicts.record([conflict])
+        at = T0 + timedelta(days=1)
+        assert filled.conflicts.resolve(conflict.id, kept="item-00006", at=at) is None
+        assert filled.conflicts.get(conflict.id) == conflict
+        first = filled.conflicts.resolve(conflict.id, kept="item-00002", at=at)
+        assert first is not None
+        assert first.kept == "item-00002"
+        later = at + timedelta(days=1)
+        assert filled.conflicts.resolve(conflict.id, kept="item-00004", at=later) is None
+        assert filled.conflicts.get(conflict.id) == first
+        assert filled.conflicts.resolve("no-such-conflict", kept="item-00002", at=at) is None
+
+    def test_conflicts_name_stored_items(self, filled: MemoryBackend) -> None:
+        """A conflict naming an item the backend does not hold is refused, with the batch."""
+        good = self._conflict(2, 4)
+        bad = Conflict(item_a="item-00002", item_b="missing", tier=Tier.PROJECT, namespace="ns-0")
+        with pytest.raises(ItemNotFoundError) as info:
+            filled.conflicts.record([good, bad])
+        assert info.value.item_id == "missing"
+        assert filled.conflicts.get(good.id) is None
+        with pytest.raises(ValidationError):
+            filled.conflicts.record([good, good])
+        with pytest.raises(ValidationError):
+            filled.conflicts.record(["not a conflict"])  # type: ignore[list-item]
+        assert filled.conflicts.of_scope("ns-0", Tier.PROJECT) == []
+
+    @pytest.mark.parametrize("how", ["delete", "clear", "erase"])
+    def test_conflicts_go_with_their_items(self, filled: MemoryBackend, how: str) -> None:
+        """Deleting, clearing or erasing an item removes every conflict naming it, and no other.
+
+        If this fails for ``erase`` only, the backend's ``_erase`` bypasses what ``_remove``
+        does; for SQL, check that the conflict table's foreign keys cascade.
+        """
+        doomed = self._conflict(2, 4)
+        also = self._conflict(6, 2, minutes=1)
+        kept = self._conflict(6, 8, minutes=2)
+        filled.conflicts.record([doomed, also, kept])
+        if how == "delete":
+            filled.delete("item-00002")
+        elif how == "clear":
+            filled.clear({"id": "item-00002"})
+        else:
+            filled.erase(["item-00002"])
+        assert filled.conflicts.get(doomed.id) is None
+        assert filled.conflicts.get(also.id) is None
+        assert filled.conflicts.of_scope("ns-0", Tier.PROJECT, include_resolved=True) == [kept]
 
     # ------------------------------------------------------------------ properties
 

@@ -64,6 +64,7 @@ def sql_delete_all(url: str) -> None:
     try:
         with engine.begin() as connection:
             for table in (
+                "ae_conflicts",
                 "ae_item_tags",
                 "ae_items",
                 "ae_audit_events",

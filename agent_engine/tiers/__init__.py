@@ -7,6 +7,7 @@ imports by layer.
 from agent_engine.tiers.aging import AgingPolicy, CompactionMove, CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import ConflictDetection
 from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
@@ -31,6 +32,7 @@ __all__ = [
     "CompactionReport",
     "Confirm",
     "ConfirmationRequest",
+    "ConflictDetection",
     "EvictionPolicy",
     "Evidence",
     "GlobalMemoryStore",

@@ -37,6 +37,7 @@ from agent_engine.memory.backend import (
     SearchHit,
     item_batch,
 )
+from agent_engine.memory.conflicts import Conflict
 from agent_engine.models import (
     ArchiveReason,
     AuditAction,
@@ -50,6 +51,7 @@ from agent_engine.models import (
     utcnow,
     with_archive_mark,
 )
+from agent_engine.tiers import conflicts as _conflicts
 from agent_engine.tiers._lifecycle import (
     ancestry,
     content_changed,
@@ -62,6 +64,7 @@ from agent_engine.tiers._lifecycle import (
 )
 from agent_engine.tiers.aging import AgingPolicy, CompactionReport, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.lexical import LexicalView
 from agent_engine.tiers.scope import id_prefix, qualified, scoped_id
 from agent_engine.tiers.views import View, as_view, view_filter
@@ -84,7 +87,8 @@ class TierStore:
     ``audit`` defaults to an :class:`~agent_engine.tiers.audit.AuditLog` over the backend's own
     journal. ``clock`` supplies timestamps (tests pass a frozen one). ``aging`` is the policy
     :meth:`compact` applies (:class:`~agent_engine.tiers.aging.AgingPolicy`'s defaults if
-    ``None``).
+    ``None``). ``conflict_detection`` bounds the search for contradictions among what the store
+    writes (:class:`~agent_engine.tiers.conflicts.ConflictDetection`; ``None`` turns it off).
     """
 
     tier: ClassVar[Tier]
@@ -97,14 +101,23 @@ class TierStore:
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
         aging: AgingPolicy | None = None,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         _validate.identifier("namespace", namespace)
         self.aging = _policy(aging) or AgingPolicy()
+        if conflict_detection is not None and not isinstance(conflict_detection, ConflictDetection):
+            raise ValidationError(
+                "conflict_detection must be a ConflictDetection or None, got "
+                f"{type(conflict_detection).__name__}",
+                field="conflict_detection",
+                value=conflict_detection,
+            )
         self.backend = backend
         self.namespace = namespace
         self.id_prefix = id_prefix(namespace)
         self.audit = audit if audit is not None else AuditLog(backend.audit, clock=clock)
         self.clock = clock
+        self.conflict_detection = conflict_detection
         self.scope = Filter().and_(parse_filter({"namespace": namespace, "tier": self.tier.value}))
         self._views = {view: self.scope.and_(view_filter(view)) for view in View}
         self._pinned = self._views[View.WORKING].and_(parse_filter({"status": Status.PINNED.value}))
@@ -359,6 +372,7 @@ class TierStore:
             else:
                 self.backend.add_many(batch)
         self._log.debug("items_added", count=len(batch), superseded=len(displaced))
+        self._check_conflicts(batch)
         self._after_add()
         return batch
 
@@ -491,6 +505,7 @@ class TierStore:
                     self.backend.write(add=[copy], update=[item, *displaced])
             else:
                 self.backend.write(add=[copy], update=[item])
+        self._check_conflicts([item])
         return item
 
     def delete(self, item_id: str) -> bool:
@@ -689,6 +704,7 @@ class TierStore:
             else:
                 self.backend.update_many(displaced)
         if adding:
+            self._check_conflicts([replacement])
             self._after_add()
         return replacement
 
@@ -738,6 +754,54 @@ class TierStore:
             self.backend.update(item)
         return item
 
+    # ------------------------------------------------------------------ conflicts
+
+    def conflicts(
+        self, include_resolved: bool = False, *, limit: int | None = None
+    ) -> list[Conflict]:
+        """This scope's open conflicts, newest first (never another scope's).
+
+        Open: unresolved, and both items still stored, not superseded and at the versions the
+        conflict was found between; one whose item was deleted, superseded or changed by
+        other means is not listed. ``include_resolved`` adds the resolved ones. ``limit``:
+        at most this many (``None``: all).
+        """
+        return _conflicts.listed(self, include_resolved=include_resolved, limit=limit)
+
+    def resolve(self, conflict_id: str, *, keep: str) -> Conflict:
+        """Resolve an open conflict by keeping ``keep``: the other item is superseded by it.
+
+        Returns the conflict as resolved. Journaled as ``resolve`` (the ``supersede`` inside
+        it). Raises, changing nothing: :class:`~agent_engine.errors.ConflictNotFoundError`
+        (unknown id, or another scope's), :class:`~agent_engine.errors.LifecycleStateError`
+        (resolved already, or no longer open), :class:`~agent_engine.errors.ValidationError`
+        (``keep`` names neither item).
+        """
+        return _conflicts.resolve(self, conflict_id, keep)
+
+    def _check_conflicts(self, written: Sequence[ContextItem]) -> None:
+        """Look for contradictions between what was just written and the scope; record them.
+
+        Runs after the write committed and never fails it: an error is logged and dropped.
+        """
+        settings = self.conflict_detection
+        if settings is None or not written:
+            return
+        try:
+            found = _conflicts.detect(self, written, settings)
+            _conflicts.record(self, found)
+        except Exception as exc:  # noqa: BLE001 - the write stands whatever detection does
+            self._log.warning("conflict_detection_failed", error=str(exc), exc_info=True)
+            return
+        if len(written) > settings.max_items:
+            self._log.info(
+                "conflict_detection_truncated",
+                checked=settings.max_items,
+                skipped=len(written) - settings.max_items,
+            )
+        if found:
+            self._log.info("conflicts_found", count=len(found), ids=[c.id for c in found])
+
     # ------------------------------------------------------------------ receiving promotions
 
     def confirm_promotion(self, item: ContextItem, source_namespace: str, *, boost: bool) -> None:
@@ -752,6 +816,7 @@ class TierStore:
         stored = self._as_stored(item)
         with self._journal_promotion(stored.id, detail, duplicate=False):
             self.backend.add(stored)
+        self._check_conflicts([stored])
         self._after_add()
         return stored
 

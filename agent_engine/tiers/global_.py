@@ -28,6 +28,7 @@ from agent_engine.models import ContextItem, Tier, utcnow
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.scope import global_namespace
 
 __all__ = ["Confirm", "ConfirmationRequest", "GlobalMemoryStore", "global_namespace"]
@@ -64,11 +65,19 @@ class GlobalMemoryStore(TierStore):
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
         aging: AgingPolicy | None = None,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         self.user_id = user_id
         self.confirm = confirm
         self.allow_unconfirmed = allow_unconfirmed
-        super().__init__(backend, global_namespace(user_id), audit=audit, clock=clock, aging=aging)
+        super().__init__(
+            backend,
+            global_namespace(user_id),
+            audit=audit,
+            clock=clock,
+            aging=aging,
+            conflict_detection=conflict_detection,
+        )
 
     # ------------------------------------------------------------------ confirmation
 

@@ -20,6 +20,7 @@ from agent_engine.models import ArchiveReason, ContextItem, Tier, utcnow
 from agent_engine.tiers.aging import AgingPolicy, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.eviction import EvictionPolicy
 from agent_engine.tiers.scope import project_namespace
 
@@ -47,6 +48,7 @@ class ProjectMemoryStore(TierStore):
         aging: AgingPolicy | None = None,
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         if max_items is not None and (isinstance(max_items, bool) or max_items < 1):
             raise ValidationError(
@@ -57,7 +59,12 @@ class ProjectMemoryStore(TierStore):
         self.project_id = project_id
         self.eviction = eviction
         super().__init__(
-            backend, project_namespace(project_id), audit=audit, clock=clock, aging=aging
+            backend,
+            project_namespace(project_id),
+            audit=audit,
+            clock=clock,
+            aging=aging,
+            conflict_detection=conflict_detection,
         )
         # One limit: max_items is the soft limit of the policy compaction applies too.
         self.aging = self.aging.with_limit(max_items)

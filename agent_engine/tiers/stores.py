@@ -21,6 +21,7 @@ from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import Task, Tier, utcnow
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -39,7 +40,8 @@ class MemoryStores:
     ephemeral). ``max_project_items`` bounds each project's memory (``None``: unbounded);
     ``confirm`` is asked before a high-risk write to global memory; ``clock`` stamps what the
     stores write; ``aging`` is the policy each store's ``compact()`` applies (a project's
-    soft limit is still ``max_project_items``).
+    soft limit is still ``max_project_items``); ``conflict_detection`` bounds the search for
+    contradictions on every store's writes (``None``: none).
 
     ``promotion`` turns auto-promotion on (off by default): a preset's name
     (``"conservative"``, ``"balanced"``, ``"aggressive"``) or a
@@ -66,6 +68,7 @@ class MemoryStores:
         candidate_window: timedelta = DEFAULT_WINDOW,
         hold_candidates: bool = False,
         aging: AgingPolicy | None = None,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         self.promotion = resolve_preset(promotion) if promotion is not None else None
         self.candidate_window = check_window(candidate_window)
@@ -80,6 +83,7 @@ class MemoryStores:
         self.confirm = confirm
         self.clock = clock
         self.aging = aging
+        self.conflict_detection = conflict_detection
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
@@ -109,6 +113,7 @@ class MemoryStores:
                     max_items=self.max_project_items,
                     clock=self.clock,
                     aging=self.aging,
+                    conflict_detection=self.conflict_detection,
                 )
             return store
 
@@ -123,6 +128,7 @@ class MemoryStores:
                     confirm=self.confirm,
                     clock=self.clock,
                     aging=self.aging,
+                    conflict_detection=self.conflict_detection,
                 )
             return store
 
@@ -158,7 +164,13 @@ class MemoryStores:
         return self.finish_task(task).removed
 
     def _open_task(self, task: Task | str) -> TaskMemoryStore:
-        return TaskMemoryStore(task, self.backends[Tier.TASK], clock=self.clock, aging=self.aging)
+        return TaskMemoryStore(
+            task,
+            self.backends[Tier.TASK],
+            clock=self.clock,
+            aging=self.aging,
+            conflict_detection=self.conflict_detection,
+        )
 
 
 def _task_key(task: Task | str) -> str:

@@ -26,6 +26,7 @@ from agent_engine.models import AuditAction, ContextItem, Task, TaskState, Tier,
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd, end_task
 from agent_engine.tiers.scope import task_namespace
 from agent_engine.tiers.signals import PromotionPreset
@@ -62,6 +63,7 @@ class TaskMemoryStore(TierStore):
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
         aging: AgingPolicy | None = None,
+        conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
     ) -> None:
         if isinstance(task, Task):
             if (project_id, user_id) != (None, None):
@@ -82,6 +84,7 @@ class TaskMemoryStore(TierStore):
             audit=audit,
             clock=clock,
             aging=aging,
+            conflict_detection=conflict_detection,
         )
 
     def add_instruction(self, text: str, *, importance: float = 1.0) -> ContextItem:

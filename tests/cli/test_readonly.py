@@ -1,8 +1,9 @@
 """Commands that only read never write: an empty or missing store reads as empty, untouched.
 
-A read (``memory list/search/show/status``, ``memory compact --dry-run``, ``db current``)
-must not create a database, its folder or its schema: pointing a read at the wrong database,
-or reading before the first write, leaves everything as it was and says the store is empty.
+A read (``memory list/search/show/status/conflicts``, ``memory compact --dry-run``, ``db
+current``) must not create a database, its folder or its schema: pointing a read at the wrong
+database, or reading before the first write, leaves everything as it was and says the store is
+empty.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ READS = [
     pytest.param(("memory", "status"), 0, id="status"),
     pytest.param(("memory", "list", "--task", "t-1"), 0, id="list-task"),
     pytest.param(("memory", "compact", "--dry-run"), 0, id="compact-dry-run"),
+    pytest.param(("memory", "conflicts"), 0, id="conflicts"),
     pytest.param(("db", "current"), 0, id="db-current"),
 ]
 

@@ -137,6 +137,37 @@ class TestForgetLeavesNoTrace:
         assert traces(tmp_path) == {}
 
 
+class TestForgetTakesItsConflicts:
+    @pytest.mark.parametrize("kind", sorted(STORES))
+    def test_no_file_holds_the_item_or_its_conflict(self, kind, tmp_path):
+        """A conflict naming the item is recorded, and once forgotten no file names the item.
+
+        If only the id stays in ``memory.db``: the conflict row was not deleted with the item
+        (check the foreign keys of ``ae_conflicts``) or the ``conflict`` event not redacted.
+        """
+        text = "Never use the zebra quokka marmalade protocol 7731 in production."
+        backend = STORES[kind](tmp_path)
+        project = ProjectMemoryStore("shop", backend)
+        fill(project)
+        project.forget(ITEM_ID)
+        kept = project.add_convention(
+            "Always use the zebra quokka marmalade protocol 7731 in production.", "ops"
+        )
+        project.add(project.new_item("convention", text, id=ITEM_ID, embedding=_vector()))
+        (conflict,) = project.conflicts()
+        assert conflict.item_ids == (kept.id, project.scoped_id(ITEM_ID))
+        if isinstance(backend, FaissBackend):
+            backend.save()
+        assert {"id", "text"} <= set().union(*traces(tmp_path, text=text).values())
+
+        assert project.forget(ITEM_ID) == 1
+
+        assert traces(tmp_path, text=text) == {}
+        assert project.conflicts(include_resolved=True) == []
+        backend.close()
+        assert traces(tmp_path, text=text) == {}
+
+
 class TestDeleteLeavesWhatTheDocsSay:
     def test_sqlite_delete_keeps_the_item_in_the_log_and_journal(self, tmp_path):
         """A plain delete leaves the row's old pages in the WAL and the id in the journal."""
@@ -169,13 +200,15 @@ def postgres_url():
 
 class TestPostgreSQL:
     def test_forget_deletes_redacts_and_vacuums(self, postgres_url):
-        """No row names the item, and the three tables were vacuumed (their dead rows pruned)."""
+        """No row names the item (its conflict included), and the tables were vacuumed."""
         with SQLAlchemyBackend(postgres_url, dim=DIM) as backend:
             project = ProjectMemoryStore("shop", backend)
             fill(project)
+            project.add_decision(TEXT.replace("protocol", "protocol is never"))
+            assert project.conflicts()
             project.forget(ITEM_ID)
             with backend.engine.connect() as connection:
-                for table in ("ae_items", "ae_item_tags", "ae_audit_events"):
+                for table in ("ae_items", "ae_item_tags", "ae_audit_events", "ae_conflicts"):
                     text = connection.execute(
                         sa.text(f"SELECT string_agg(t::text, ' ') FROM {table} t")  # noqa: S608
                     ).scalar_one()
@@ -187,7 +220,8 @@ class TestPostgreSQL:
                         "WHERE schemaname = current_schema() AND last_vacuum IS NOT NULL"
                     )
                 ).scalars()
-                assert {"ae_items", "ae_item_tags", "ae_audit_events"} <= set(vacuumed)
+                tables = {"ae_items", "ae_item_tags", "ae_audit_events", "ae_conflicts"}
+                assert tables <= set(vacuumed)
 
     def test_vacuum_full_leaves_the_table_files_clean(self, postgres_url):
         """What docs/backends.md tells operators to run removes the bytes from the table files.
@@ -204,7 +238,9 @@ class TestPostgreSQL:
                     pytest.skip("reading the server's files needs a superuser")
                 connection.commit()
                 autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
-                autocommit.exec_driver_sql("VACUUM FULL ae_items, ae_item_tags, ae_audit_events")
+                autocommit.exec_driver_sql(
+                    "VACUUM FULL ae_items, ae_item_tags, ae_audit_events, ae_conflicts"
+                )
                 autocommit.exec_driver_sql("CHECKPOINT")
                 relations = connection.execute(
                     sa.text(

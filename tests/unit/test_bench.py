@@ -180,7 +180,9 @@ class TestRunnerArguments:
         with pytest.raises(SystemExit) as exit_info:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
-        message = "'speed' is not a part of the suite (quality, cost, currentness, aging)"
+        message = (
+            "'speed' is not a part of the suite (quality, cost, currentness, aging, conflicts)"
+        )
         assert message in capsys.readouterr().err
 
     def test_every_default_backend_has_a_factory(self):
@@ -219,3 +221,22 @@ class TestCostCell:
         primed.embed(["retry config"])
         assert embedded == ["deploy logs", "retry config"]
         assert (primed.name, primed.dim) == ("hashing-16-bigrams", 16)
+
+
+class TestConflictsPart:
+    def test_the_part_writes_its_table(self, tmp_path):
+        """``bench conflicts`` runs alone on the named backends, hashing embedder by default."""
+        out = tmp_path / "out"
+        argv = ["conflicts", "--fillers", "10", "--backends", "memory", "--out", str(out)]
+        assert main(argv) == 0
+        report = (out / "report.md").read_text(encoding="utf-8")
+        assert "## Conflicts: detection on add" in report
+        assert "| memory | default |" in report
+        assert "| memory | kind and tags only |" in report
+        results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        assert set(results) == {"meta", "conflicts"}
+        rows = results["conflicts"]["rows"]
+        assert [row["mode"] for row in rows] == ["default", "kind and tags only", "meaning only"]
+        assert results["conflicts"]["set"]["positives"] == 40
+        assert results["conflicts"]["classifier_only"]["true_positives"] == 30
+        assert all(row["add_cost_ratio"] > 0 for row in rows)

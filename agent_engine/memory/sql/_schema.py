@@ -15,6 +15,10 @@ embedder made its vectors, and a re-embedding under way. ``ae_scope_versions`` h
 change counter per (namespace, tier), bumped by every write to the scope in the write's own
 transaction, so a process can tell from one primary-key read that its cached lexical index
 of a scope is still the store's.
+
+``ae_conflicts`` holds the conflicts recorded between items of one scope
+(:mod:`agent_engine.memory.conflicts`). Both items are foreign keys that cascade, so whatever
+deletes an item (a delete, a clear, an erase) removes its conflicts in the same statement.
 """
 
 from __future__ import annotations
@@ -24,7 +28,15 @@ import sqlalchemy as sa
 from agent_engine.memory.sql._rows import item_columns, text_type
 from agent_engine.models import MAX_ITEM_ID_LENGTH
 
-__all__ = ["audit_events", "item_tags", "items", "metadata", "scope_versions", "store_meta"]
+__all__ = [
+    "audit_events",
+    "conflicts",
+    "item_tags",
+    "items",
+    "metadata",
+    "scope_versions",
+    "store_meta",
+]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_N_label)s",
@@ -133,3 +145,42 @@ scope_versions = sa.Table(
     sa.Column("tier", text_type(16), primary_key=True),
     sa.Column("version", sa.BigInteger(), nullable=False),
 )
+
+conflicts = sa.Table(
+    "ae_conflicts",
+    metadata,
+    sa.Column("id", text_type(255), primary_key=True),
+    sa.Column("tier", text_type(16), nullable=False),
+    sa.Column("namespace", text_type(255), nullable=False),
+    sa.Column(
+        "item_a",
+        text_type(MAX_ITEM_ID_LENGTH),
+        sa.ForeignKey("ae_items.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column(
+        "item_b",
+        text_type(MAX_ITEM_ID_LENGTH),
+        sa.ForeignKey("ae_items.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("version_a", sa.Integer(), nullable=False),
+    sa.Column("version_b", sa.Integer(), nullable=False),
+    sa.Column("type", text_type(16), nullable=False),
+    sa.Column("reason", sa.Text(), nullable=False),
+    sa.Column("detected_at", sa.BigInteger(), nullable=False),
+    sa.Column("resolved_at", sa.BigInteger(), nullable=True),
+    sa.Column("kept", text_type(MAX_ITEM_ID_LENGTH), nullable=True),
+)
+# A scope's unresolved conflicts, newest first (what every build and `memory conflicts` ask);
+# each item's conflicts, which the cascade looks up on every delete of an item.
+sa.Index(
+    "ix_ae_conflicts_namespace_tier_resolved_at_detected_at",
+    conflicts.c.namespace,
+    conflicts.c.tier,
+    conflicts.c.resolved_at,
+    conflicts.c.detected_at,
+    conflicts.c.id,
+)
+sa.Index("ix_ae_conflicts_item_a", conflicts.c.item_a)
+sa.Index("ix_ae_conflicts_item_b", conflicts.c.item_b)

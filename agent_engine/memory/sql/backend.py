@@ -47,7 +47,9 @@ from agent_engine.memory.backend import (
     check_vectors,
     mixed_sizes,
 )
+from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
+from agent_engine.memory.sql._conflicts import SQLConflictStore
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     SNAPSHOT_FREE,
@@ -79,7 +81,7 @@ from agent_engine.memory.sql._rows import (
     row_item,
     tag_rows,
 )
-from agent_engine.memory.sql._schema import audit_events, item_tags, items
+from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, items
 from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier
 
 __all__ = ["SQLAlchemyBackend"]
@@ -148,6 +150,7 @@ class SQLAlchemyBackend(BaseBackend):
             self._engine.dispose()
             raise
         self._audit_store: AuditStore = SQLAuditStore(self._read, self._write)
+        self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
 
     def __repr__(self) -> str:
         return f"SQLAlchemyBackend({self._engine.url.render_as_string(hide_password=True)!r})"
@@ -499,6 +502,8 @@ class SQLAlchemyBackend(BaseBackend):
     def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
         """Delete, and redact the journal and provenance, in one transaction.
 
+        The items' conflicts go with them (the foreign keys cascade).
+
         ``secure_delete`` (always on) zeroes the freed bytes in the database file; the flush
         that follows empties SQLite's write-ahead log, or vacuums the tables on PostgreSQL
         (:func:`~agent_engine.memory.sql._engine.flush_erased`).
@@ -514,7 +519,8 @@ class SQLAlchemyBackend(BaseBackend):
 
     def _flush_erased(self) -> None:
         with self._guard, self._translating():
-            flush_erased(self._engine, [table.name for table in (items, item_tags, audit_events)])
+            tables = (items, item_tags, audit_events, conflicts)
+            flush_erased(self._engine, [table.name for table in tables])
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
         query = select_items(where, order, limit, self._dialect)
