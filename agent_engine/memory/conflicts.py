@@ -96,23 +96,11 @@ def _id(value: object) -> str:
 
 
 def _type(value: object) -> ConflictType:
-    try:
-        return ConflictType(str(value))
-    except ValueError:
-        allowed = ", ".join(member.value for member in ConflictType)
-        raise ValidationError(
-            f"type must be one of {allowed}; got {value!r}", field="type", value=value
-        ) from None
+    return _validate.member("type", ConflictType, value)
 
 
 def _tier(value: object) -> Tier:
-    try:
-        return Tier(str(value))
-    except ValueError:
-        allowed = ", ".join(member.value for member in Tier)
-        raise ValidationError(
-            f"tier must be one of {allowed}; got {value!r}", field="tier", value=value
-        ) from None
+    return _validate.member("tier", Tier, value)
 
 
 @attrs.frozen(kw_only=True)
