@@ -12,19 +12,20 @@ matching items are found.
 
 from __future__ import annotations
 
+import enum
 import heapq
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from agent_engine.embeddings import Embedder, EmbedderIdentity, normalize_rows
 from agent_engine.errors import BackendUnavailableError, DuplicateItemError, ItemNotFoundError
-from agent_engine.filters import Filter, Op, Order
+from agent_engine.filters import Condition, Filter, Op, Order
 from agent_engine.memory.audit import InMemoryAuditStore
 from agent_engine.memory.backend import (
     REEMBED_BATCH,
@@ -61,12 +62,9 @@ class InMemoryBackend(BaseBackend):
         self._staged: tuple[dict[str, ContextItem], _VectorIndex] | None = None
         self._audit_store = InMemoryAuditStore()
         self._conflict_store = self._conflicts = InMemoryConflictStore(self._held, self._lock)
-        # Tier stores always scope by namespace; scanning one namespace, not the whole store,
-        # keeps their queries proportional to their own size.
-        self._by_namespace: dict[str, dict[str, None]] = {}
-        # The assembler asks every tier for its pinned items on every step; a status index
-        # keeps that proportional to the pinned few rather than to the store.
-        self._by_status: dict[str, dict[str, None]] = {}
+        # Ids by value of the fields exact lookups name (see _INDEXED), so such a query
+        # scans the few items of that value, not the store.
+        self._indexes: dict[str, dict[str, dict[str, None]]] = {f: {} for f in _INDEXED}
 
     def __repr__(self) -> str:
         return f"InMemoryBackend(items={len(self._items)})"
@@ -121,25 +119,31 @@ class InMemoryBackend(BaseBackend):
             return removed
 
     def _matching(self, where: Filter) -> list[ContextItem]:
-        namespace = _namespace(where)
-        status = next(
-            (c.value for c in where.conditions if c.field == "status" and c.op is Op.EQ), None
-        )
         with self._lock:
-            pools = []
-            if namespace is not None:
-                pools.append(self._by_namespace.get(namespace, {}))
-            if status is not None:
-                pools.append(self._by_status.get(str(status), {}))
-            if pools:
-                # Scan the smaller index (pinned items are few; a namespace may be most of the
-                # store); the filter below still checks every condition.
-                items = [self._items[i] for i in min(pools, key=len)]
+            pools = [self._pool(c) for c in where.conditions if c.field in _INDEXED]
+            candidates = [pool for pool in pools if pool is not None]
+            if candidates:
+                # Scan the smallest index (pinned items are few, one fingerprint's items
+                # fewer; a namespace may be most of the store); the filter below still
+                # checks every condition.
+                items = [self._items[i] for i in min(candidates, key=len)]
             else:
                 items = list(self._items.values())
         if not where.conditions:
             return items
         return [item for item in items if where.matches(item)]
+
+    def _pool(self, condition: Condition) -> Collection[str] | None:
+        """The ids an equality or ``$in`` test of an indexed field can match (else ``None``)."""
+        index = self._indexes[condition.field]
+        if condition.op is Op.EQ and condition.value is not None:
+            return index.get(_indexed(condition.value), {})
+        if condition.op is Op.IN and None not in condition.value:
+            pools = [index.get(_indexed(value), {}) for value in condition.value]
+            if len(pools) == 1:
+                return pools[0]
+            return {item_id: None for pool in pools for item_id in pool}
+        return None
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
         matching = self._matching(where)
@@ -165,23 +169,29 @@ class InMemoryBackend(BaseBackend):
     def _store(self, item: ContextItem) -> None:
         previous = self._items.get(item.id)
         if previous is not None:
-            if previous.namespace != item.namespace:
-                self._by_namespace[previous.namespace].pop(item.id, None)
-            self._by_status[previous.status.value].pop(item.id, None)
+            self._unindex(previous)
         self._items[item.id] = item
-        self._by_namespace.setdefault(item.namespace, {})[item.id] = None
-        self._by_status.setdefault(item.status.value, {})[item.id] = None
+        for field, index in self._indexes.items():
+            value = getattr(item, field)
+            if value is not None:
+                index.setdefault(_indexed(value), {})[item.id] = None
         self._vectors.put(item.id, item.embedding, item.namespace)
 
     def _drop(self, item_id: str) -> None:
         item = self._items.pop(item_id)
         self._conflicts.discard([item_id])
-        members = self._by_namespace[item.namespace]
-        members.pop(item_id, None)
-        if not members:
-            del self._by_namespace[item.namespace]
-        self._by_status[item.status.value].pop(item_id, None)
+        self._unindex(item)
         self._vectors.put(item_id, None)
+
+    def _unindex(self, item: ContextItem) -> None:
+        for field, index in self._indexes.items():
+            value = getattr(item, field)
+            if value is None:
+                continue
+            members = index[_indexed(value)]
+            members.pop(item.id, None)
+            if not members:
+                del index[_indexed(value)]
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         with self._lock:
@@ -268,6 +278,16 @@ def open_url(url: str, options: OpenOptions) -> InMemoryBackend:
 def empty(work: Path, embedder: Embedder) -> InMemoryBackend:  # noqa: ARG001 - a Factory
     """The ``memory`` configuration: an empty store (it writes nothing to ``work``)."""
     return InMemoryBackend(embedder=embedder)
+
+
+_INDEXED: Final = ("namespace", "status", "fingerprint", "key", "superseded_by")
+"""Fields looked up by exact value on hot paths: a tier store's scope, its pinned items, the
+duplicates of an add (fingerprint), the holders of a slot (key), an item's history."""
+
+
+def _indexed(value: object) -> str:
+    """How an indexed field's value is keyed (a status is an enum, the rest strings)."""
+    return value.value if isinstance(value, enum.Enum) else str(value)
 
 
 def _namespace(where: Filter) -> str | None:
