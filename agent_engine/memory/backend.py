@@ -61,6 +61,7 @@ from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.models import (
     ArchiveReason,
     ContextItem,
+    Origin,
     Provenance,
     Tier,
     Vector,
@@ -575,14 +576,26 @@ class BaseBackend(abc.ABC):
 
     @staticmethod
     def _redact_provenance(item: ContextItem, tokens: Mapping[str, str]) -> ContextItem | None:
-        """``item`` with erased ids replaced in its provenance, or ``None`` if it names none."""
-        if item.provenance is None:
+        """``item`` with erased ids replaced where it names them, or ``None`` if it names none.
+
+        An item names other items in its provenance (what it was promoted from) and in
+        ``merged_from`` (the duplicates merged into it).
+        """
+        if item.provenance is None and not item.merged_from:
             return None
-        before = to_dict(item.provenance)
+        before = {
+            "provenance": None if item.provenance is None else to_dict(item.provenance),
+            "merged_from": [to_dict(origin) for origin in item.merged_from],
+        }
         after = redact_value(before, tokens)
         if after == before:
             return None
-        return attrs.evolve(item, provenance=from_dict(Provenance, after))
+        provenance = after["provenance"]
+        return attrs.evolve(
+            item,
+            provenance=None if provenance is None else from_dict(Provenance, provenance),
+            merged_from=tuple(from_dict(Origin, origin) for origin in after["merged_from"]),
+        )
 
     def query(
         self,

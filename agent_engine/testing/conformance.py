@@ -1308,6 +1308,19 @@ class BackendConformance:
         assert stored.provenance.source_item_id == token
         assert attrs.evolve(stored, provenance=copy.provenance) == copy
 
+    def test_erase_replaces_the_id_in_merged_origins(self, filled: MemoryBackend) -> None:
+        """An item that absorbed duplicates names an erased one by its token, and only it."""
+        kept = Origin("dup-kept", source="user", session="s1", timestamp=T0)
+        doomed = Origin("dup-doomed", source="user", session="s2", timestamp=T0)
+        holder = make_item(901, merged_from=(kept, doomed))
+        filled.add(holder)
+        token = erasure_token(doomed.id)
+        filled.erase([doomed.id], tokens={doomed.id: token})
+        stored = filled.get(holder.id)
+        assert stored is not None
+        assert stored.merged_from == (kept, attrs.evolve(doomed, id=token))
+        assert attrs.evolve(stored, merged_from=holder.merged_from) == holder
+
     def test_erase_without_tokens_makes_them(self, filled: MemoryBackend) -> None:
         """Without tokens, each erased id is replaced by a fresh erasure token."""
         ns = "project:p"

@@ -500,7 +500,7 @@ class SQLAlchemyBackend(BaseBackend):
         return Written(len(scopes), bump_versions(connection, scopes))
 
     def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
-        """Delete, and redact the journal and provenance, in one transaction.
+        """Delete, and redact the journal, provenance and merged origins, in one transaction.
 
         The items' conflicts go with them (the foreign keys cascade).
 
@@ -511,7 +511,7 @@ class SQLAlchemyBackend(BaseBackend):
 
         def work(connection: sa.Connection) -> Written:
             removed = self._remove_in(connection, item_ids)
-            redact_json(connection, [items.c.provenance], tokens, encode_json)
+            redact_json(connection, [items.c.provenance, items.c.merged_from], tokens, encode_json)
             redact_events(connection, tokens)
             return removed
 
