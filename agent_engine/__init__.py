@@ -84,6 +84,7 @@ from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import ConflictDetection
 from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
+from agent_engine.tiers.dedup import AddOutcome, MergePolicy
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -143,6 +144,7 @@ else:
     )
 
 __all__ = [
+    "AddOutcome",
     "AgentEngineError",
     "AgingPolicy",
     "ArchiveReason",
@@ -191,6 +193,7 @@ __all__ = [
     "MarkedConflict",
     "MemoryBackend",
     "MemoryStores",
+    "MergePolicy",
     "Omission",
     "OmissionReason",
     "Policy",

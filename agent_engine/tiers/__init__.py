@@ -9,6 +9,7 @@ from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import ConflictDetection
 from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promotion_candidates
+from agent_engine.tiers.dedup import AddOutcome, MergePolicy
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -25,6 +26,7 @@ from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 
 __all__ = [
+    "AddOutcome",
     "AgingPolicy",
     "AuditLog",
     "CandidateReview",
@@ -38,6 +40,7 @@ __all__ = [
     "GlobalMemoryStore",
     "LowestImportanceOldest",
     "MemoryStores",
+    "MergePolicy",
     "PRESETS",
     "ProjectMemoryStore",
     "PromotionCandidate",

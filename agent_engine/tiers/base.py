@@ -12,6 +12,7 @@ PostgreSQL database for every project) without seeing, or learning anything of, 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -46,7 +47,6 @@ from agent_engine.models import (
     Status,
     Tier,
     Vector,
-    bump_count,
     new_id,
     utcnow,
     with_archive_mark,
@@ -65,6 +65,16 @@ from agent_engine.tiers._lifecycle import (
 from agent_engine.tiers.aging import AgingPolicy, CompactionReport, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
+from agent_engine.tiers.dedup import (
+    DEFAULT_MERGE,
+    AddOutcome,
+    MergePlan,
+    MergePolicy,
+    boosted,
+    merge_policy,
+    merged_ids,
+    plan_merges,
+)
 from agent_engine.tiers.lexical import LexicalView
 from agent_engine.tiers.scope import id_prefix, qualified, scoped_id
 from agent_engine.tiers.views import View, as_view, view_filter
@@ -89,6 +99,8 @@ class TierStore:
     :meth:`compact` applies (:class:`~agent_engine.tiers.aging.AgingPolicy`'s defaults if
     ``None``). ``conflict_detection`` bounds the search for contradictions among what the store
     writes (:class:`~agent_engine.tiers.conflicts.ConflictDetection`; ``None`` turns it off).
+    ``merge`` says when an added item is a near-duplicate of one held, merged into it instead
+    of stored (:class:`~agent_engine.tiers.dedup.MergePolicy`; ``None`` turns merging off).
     """
 
     tier: ClassVar[Tier]
@@ -102,6 +114,7 @@ class TierStore:
         clock: Callable[[], datetime] = utcnow,
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
+        merge: MergePolicy | None = DEFAULT_MERGE,
     ) -> None:
         _validate.identifier("namespace", namespace)
         self.aging = _policy(aging) or AgingPolicy()
@@ -112,6 +125,7 @@ class TierStore:
                 field="conflict_detection",
                 value=conflict_detection,
             )
+        self.merge = merge_policy(merge)
         self.backend = backend
         self.namespace = namespace
         self.id_prefix = id_prefix(namespace)
@@ -347,34 +361,98 @@ class TierStore:
     # ------------------------------------------------------------------ writes
 
     def add(self, item: ContextItem) -> ContextItem:
-        """Store a new item built for this scope; return it as stored (its id qualified)."""
+        """Store a new item built for this scope; return what the store holds for it.
+
+        That is the item as stored (its id qualified) or, when it was a near-duplicate of an
+        item held, that item as the merge left it (:meth:`add_outcomes` says which).
+        """
         return self.add_many([item])[0]
 
     def add_many(self, items: Iterable[ContextItem]) -> list[ContextItem]:
-        """Store new items of this scope, all or none, as one journaled write; return them.
+        """Store new items of this scope, all or none, as one journaled write.
+
+        Returns what the store holds for each item, in order: the item as stored, or the held
+        item it was merged into (see :meth:`add_outcomes`).
+        """
+        return [outcome.item for outcome in self.add_outcomes(items)]
+
+    def add_outcomes(self, items: Iterable[ContextItem]) -> list[AddOutcome]:
+        """Store new items of this scope, all or none; say of each whether it was a duplicate.
 
         Each id is written as this scope's (see :meth:`scoped_id`), so an id that some other
         scope holds is no obstacle, and one this scope holds is a
-        :class:`~agent_engine.errors.DuplicateItemError` as on any backend.
+        :class:`~agent_engine.errors.DuplicateItemError` as on any backend. With a
+        :attr:`merge` policy, an item that says again what an item of its scope and kind holds
+        is merged into that item instead of stored (``docs/dedup.md``): its
+        :class:`~agent_engine.tiers.dedup.AddOutcome` names it. New items, merged items and
+        the items keyed newcomers supersede are written together, journaled first (``add``,
+        ``merge``, ``supersede``).
         """
         batch = item_batch(items)
         self._check_scope(batch)
         if not batch:
-            return batch
+            return []
         batch = [self._as_stored(item) for item in batch]
         self._refuse_legacy_duplicates(batch)
-        batch, displaced = self._take_slots(batch)
-        ids = tuple(item.id for item in batch)
-        with self.audit.journal(AuditAction.ADD, self.tier, self.namespace, ids):
+        plan = self._plan_merges(batch)
+        inserted, displaced = self._take_slots(plan.insert)
+        updated = [*plan.held, *displaced]
+        with contextlib.ExitStack() as journal:
+            if inserted:
+                ids = tuple(item.id for item in inserted)
+                journal.enter_context(
+                    self.audit.journal(AuditAction.ADD, self.tier, self.namespace, ids)
+                )
+            if plan.merged:
+                journal.enter_context(self._journal_merge(plan))
             if displaced:
-                with self._journal_supersession(displaced):
-                    self.backend.write(add=batch, update=displaced)
+                journal.enter_context(self._journal_supersession(displaced))
+            if updated:
+                self.backend.write(add=inserted, update=updated)
             else:
-                self.backend.add_many(batch)
-        self._log.debug("items_added", count=len(batch), superseded=len(displaced))
-        self._check_conflicts(batch)
+                self.backend.add_many(inserted)
+        self._log.debug(
+            "items_added",
+            count=len(inserted),
+            merged=len(plan.merged),
+            superseded=len(displaced),
+        )
+        self._check_conflicts(inserted)
         self._after_add()
-        return batch
+        stored = {item.id: item for item in (*inserted, *plan.held)}
+        return [
+            attrs.evolve(outcome, item=stored.get(outcome.item.id, outcome.item))
+            for outcome in plan.outcomes
+        ]
+
+    def _plan_merges(self, batch: list[ContextItem]) -> MergePlan:
+        """What of ``batch`` merges into what this scope holds (nothing, without a policy).
+
+        An id this scope holds, or one given twice, is refused by the write as on any
+        backend, journaled (an ``add`` and its ``abort``); a batch holding one is therefore
+        written as given, unmerged, so the refusal is the write's.
+        """
+        unmerged = MergePlan(batch, [], [], [], [AddOutcome(item, item) for item in batch])
+        if self.merge is None:
+            return unmerged
+        plan = plan_merges(self, batch, self.merge, self.clock())
+        if not plan.merged:
+            return plan
+        given = [item.id for item in batch]
+        if len(set(given)) < len(given) or self.backend.get_many(given):
+            return unmerged
+        return plan
+
+    def _journal_merge(self, plan: MergePlan) -> AbstractContextManager[AuditEvent]:
+        """One ``merge`` event: the items merged into, then the duplicates merged.
+
+        ``detail["merged"]`` pairs each duplicate with what it merged into, and how alike they
+        were; ``detail["restored"]`` names the items the merge brought back from the archive.
+        """
+        targets = dict.fromkeys(entry["into"] for entry in plan.merged)
+        ids = (*targets, *(entry["id"] for entry in plan.merged))
+        detail = {"merged": plan.merged, "restored": plan.restored}
+        return self.audit.journal(AuditAction.MERGE, self.tier, self.namespace, ids, detail)
 
     def _take_slots(self, batch: list[ContextItem]) -> tuple[list[ContextItem], list[ContextItem]]:
         """Keyed items of ``batch`` take their slots: ``(batch, the items they supersede)``.
@@ -545,7 +623,9 @@ class TierStore:
         found = self.get_many(item_ids)
         if not found:
             return 0
-        mine = self._with_past(found)
+        past = ancestry(found, self._superseded_by)
+        # The duplicates merged into them were never stored, but the journal names them.
+        mine = tuple(dict.fromkeys([*past, *merged_ids(past.values())]))
         with self.audit.erasing(self.tier, self.namespace, mine) as tokens:
             self.backend.erase(mine, tokens=tokens)
         return len(found)
@@ -821,27 +901,21 @@ class TierStore:
         return stored
 
     def reinforce(
-        self, current: ContextItem, boost: float, detail: Mapping[str, Any]
+        self, current: ContextItem, duplicate: ContextItem, detail: Mapping[str, Any]
     ) -> ContextItem:
-        """Raise one of this store's items' importance by ``boost`` (capped at 1), count an access.
+        """Merge a promoted ``duplicate`` into ``current``, one of this store's items.
 
         What a promotion does when this store already holds its content (seed 001 section
-        12), journaled as a ``promote`` event marked as a duplicate. ``current`` is the item
-        as the caller just read it from this store.
+        12, as an add's merge does: :func:`~agent_engine.tiers.dedup.boosted`), journaled as a
+        ``promote`` event marked as a duplicate. ``current`` is the item as the caller just
+        read it from this store; promoted again, it is in use again, so an archived copy
+        comes back to the working set.
         """
         self._check_scope([current])
-        boosted = attrs.evolve(
-            current,
-            importance=min(1.0, current.importance + boost),
-            access_count=bump_count(current.access_count),
-            last_accessed_at=self.clock(),
-            # Promoted again, so in use again: an archived copy comes back to the working set.
-            archived_at=None,
-            archived_reason=None,
-        )
+        merged = boosted(current, [duplicate], self.clock())
         with self._journal_promotion(current.id, detail, duplicate=True):
-            self.backend.update(boosted)
-        return boosted
+            self.backend.update(merged)
+        return merged
 
     def _journal_promotion(
         self, item_id: str, detail: Mapping[str, Any], *, duplicate: bool

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DETECTION",
+    "RECORD_KINDS",
     "ConflictDetection",
     "detect",
     "is_open",
@@ -46,6 +47,12 @@ __all__ = [
     "resolve",
 ]
 
+RECORD_KINDS: Final = frozenset({"turn", "message", "tool_output"})
+"""Kinds that record what happened (said, returned) rather than state what memory holds.
+
+Neither compared for contradictions nor merged as duplicates: a thing said twice was said
+twice.
+"""
 _WINDOW: Final = 64
 """Records read per step when listing a scope's conflicts with a limit."""
 
@@ -93,9 +100,7 @@ class ConflictDetection:
     related: int = attrs.field(default=20, validator=_non_negative)
     max_items: int = attrs.field(default=32, validator=_non_negative)
     min_shared: int = attrs.field(default=2, validator=_non_negative)
-    ignore_kinds: frozenset[str] = attrs.field(
-        default=frozenset({"turn", "message", "tool_output"}), converter=_kinds
-    )
+    ignore_kinds: frozenset[str] = attrs.field(default=RECORD_KINDS, converter=_kinds)
 
 
 DEFAULT_DETECTION: Final = ConflictDetection()

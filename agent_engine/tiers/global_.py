@@ -29,6 +29,7 @@ from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
+from agent_engine.tiers.dedup import DEFAULT_MERGE, AddOutcome, MergePolicy
 from agent_engine.tiers.scope import global_namespace
 
 __all__ = ["Confirm", "ConfirmationRequest", "GlobalMemoryStore", "global_namespace"]
@@ -66,6 +67,7 @@ class GlobalMemoryStore(TierStore):
         clock: Callable[[], datetime] = utcnow,
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
+        merge: MergePolicy | None = DEFAULT_MERGE,
     ) -> None:
         self.user_id = user_id
         self.confirm = confirm
@@ -77,6 +79,7 @@ class GlobalMemoryStore(TierStore):
             clock=clock,
             aging=aging,
             conflict_detection=conflict_detection,
+            merge=merge,
         )
 
     # ------------------------------------------------------------------ confirmation
@@ -132,15 +135,19 @@ class GlobalMemoryStore(TierStore):
 
     # ------------------------------------------------------------------ guarded writes
 
-    def add_many(self, items: Iterable[ContextItem]) -> list[ContextItem]:
-        """Add items; preferences among them are confirmed first, as one request."""
+    def add_outcomes(self, items: Iterable[ContextItem]) -> list[AddOutcome]:
+        """Add items; preferences among them are confirmed first, as one request.
+
+        A preference merged into one held is confirmed too: it changes what memory says the
+        user prefers (how strongly).
+        """
         batch = _validate.sequence("items", items)
         self._check_scope(batch)
         risky = [item for item in batch if item.kind in HIGH_RISK_KINDS]
         if risky:
             texts = "; ".join(item.text for item in risky)
             self.confirm_or_raise("add_preference", f"Add global preference(s): {texts}?", risky)
-        return super().add_many(batch)
+        return super().add_outcomes(batch)
 
     def update(self, item: ContextItem) -> ContextItem:
         """Change an item; changing a preference is confirmed first."""

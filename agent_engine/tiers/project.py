@@ -21,6 +21,7 @@ from agent_engine.tiers.aging import AgingPolicy, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
+from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
 from agent_engine.tiers.eviction import EvictionPolicy
 from agent_engine.tiers.scope import project_namespace
 
@@ -49,6 +50,7 @@ class ProjectMemoryStore(TierStore):
         audit: AuditLog | None = None,
         clock: Callable[[], datetime] = utcnow,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
+        merge: MergePolicy | None = DEFAULT_MERGE,
     ) -> None:
         if max_items is not None and (isinstance(max_items, bool) or max_items < 1):
             raise ValidationError(
@@ -65,6 +67,7 @@ class ProjectMemoryStore(TierStore):
             clock=clock,
             aging=aging,
             conflict_detection=conflict_detection,
+            merge=merge,
         )
         # One limit: max_items is the soft limit of the policy compaction applies too.
         self.aging = self.aging.with_limit(max_items)

@@ -6,10 +6,12 @@ noise; nothing here runs on its own. The promoted copy records where it came fro
 (:mod:`agent_engine.tiers.consolidation`), calls :func:`promote` with ``quarantine=True``: the
 copy lands as a candidate that the confirmation step reviews later
 (:mod:`agent_engine.tiers.quarantine`).
-Promoting content the target already holds (same fingerprint) does not duplicate it: the
-existing item is boosted instead (importance + 0.1, capped at 1; access count + 1; seed 001
-section 12) and the result says it was a duplicate. Promoting into global memory asks for
-confirmation first.
+Promoting content the target already holds does not duplicate it: the same text (fingerprint)
+or, under the target's merge policy, a near-duplicate of its kind
+(:mod:`agent_engine.tiers.dedup`, the check every add makes). The held item is boosted
+instead (importance + 0.1, capped at 1; access count + 1; the original joins its
+``merged_from``; seed 001 section 12) and the result says it was a duplicate. Promoting into
+global memory asks for confirmation first.
 """
 
 from __future__ import annotations
@@ -28,12 +30,11 @@ from agent_engine.models import (
     new_id,
 )
 from agent_engine.tiers.base import TierStore
-from agent_engine.tiers.views import View
+from agent_engine.tiers.dedup import find_duplicate
 
 __all__ = ["PromotionResult", "promote"]
 
 _ALLOWED = {(Tier.TASK, Tier.PROJECT), (Tier.PROJECT, Tier.GLOBAL)}
-DUPLICATE_BOOST = 0.1
 
 
 @attrs.frozen
@@ -42,6 +43,8 @@ class PromotionResult:
 
     item: ContextItem
     duplicate: bool
+    similarity: float | None = None
+    """How alike the promoted item and the held one are (1.0: the same text), if a duplicate."""
 
 
 def promote(
@@ -67,10 +70,26 @@ def promote(
         )
     _validate.text("reason", reason)
     original = source.require(item_id)
+    embedder = target.query_embedder
+    same_space = embedder is not None and source.query_embedder == embedder
+    copy = attrs.evolve(
+        original,
+        id=new_id(),
+        tier=target.tier,
+        namespace=target.namespace,
+        # The same embedder made it as the target would: its vector is the target's too.
+        embedding=original.embedding if same_space else None,
+        status=_landing_status(original, quarantine=quarantine),
+        access_count=0,
+        last_accessed_at=None,
+        expires_at=None,
+        merged_from=(),
+        provenance=Provenance(original.id, source.tier, source.namespace, target.clock(), reason),
+    )
     # An archived copy is the target's too: promoted again, it is in use again (reinforce
     # brings it back to the working set) rather than stored twice.
-    existing = target.query({"fingerprint": original.fingerprint}, limit=1, view=View.CURRENT)
-    target.confirm_promotion(original, source.namespace, boost=bool(existing))
+    copy, existing, similarity = find_duplicate(target, copy, target.merge)
+    target.confirm_promotion(original, source.namespace, boost=existing is not None)
     detail: dict[str, Any] = {
         "source_item_id": original.id,
         "source_namespace": source.namespace,
@@ -78,21 +97,10 @@ def promote(
     }
     if quarantine:
         detail["quarantine"] = True
-    if existing:
-        boosted = target.reinforce(existing[0], DUPLICATE_BOOST, detail)
-        return PromotionResult(boosted, duplicate=True)
-    copy = attrs.evolve(
-        original,
-        id=new_id(),
-        tier=target.tier,
-        namespace=target.namespace,
-        embedding=None,
-        status=_landing_status(original, quarantine=quarantine),
-        access_count=0,
-        last_accessed_at=None,
-        expires_at=None,
-        provenance=Provenance(original.id, source.tier, source.namespace, target.clock(), reason),
-    )
+    if existing is not None:
+        detail["similarity"] = similarity
+        boosted = target.reinforce(existing, original, detail)
+        return PromotionResult(boosted, duplicate=True, similarity=similarity)
     return PromotionResult(target.receive(copy, detail), duplicate=False)
 
 

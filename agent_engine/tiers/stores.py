@@ -23,6 +23,7 @@ from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd
+from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy, merge_policy
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.quarantine import DEFAULT_WINDOW, check_window, confirm_candidates
@@ -41,7 +42,9 @@ class MemoryStores:
     ``confirm`` is asked before a high-risk write to global memory; ``clock`` stamps what the
     stores write; ``aging`` is the policy each store's ``compact()`` applies (a project's
     soft limit is still ``max_project_items``); ``conflict_detection`` bounds the search for
-    contradictions on every store's writes (``None``: none).
+    contradictions on every store's writes (``None``: none); ``merge`` says when an item added
+    to project or global memory is a near-duplicate merged into one held (``None``: never;
+    task memory keeps every step of its timeline).
 
     ``promotion`` turns auto-promotion on (off by default): a preset's name
     (``"conservative"``, ``"balanced"``, ``"aggressive"``) or a
@@ -69,6 +72,7 @@ class MemoryStores:
         hold_candidates: bool = False,
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
+        merge: MergePolicy | None = DEFAULT_MERGE,
     ) -> None:
         self.promotion = resolve_preset(promotion) if promotion is not None else None
         self.candidate_window = check_window(candidate_window)
@@ -84,6 +88,7 @@ class MemoryStores:
         self.clock = clock
         self.aging = aging
         self.conflict_detection = conflict_detection
+        self.merge = merge_policy(merge)
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
@@ -114,6 +119,7 @@ class MemoryStores:
                     clock=self.clock,
                     aging=self.aging,
                     conflict_detection=self.conflict_detection,
+                    merge=self.merge,
                 )
             return store
 
@@ -129,6 +135,7 @@ class MemoryStores:
                     clock=self.clock,
                     aging=self.aging,
                     conflict_detection=self.conflict_detection,
+                    merge=self.merge,
                 )
             return store
 

@@ -28,6 +28,7 @@ from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd, end_task
+from agent_engine.tiers.dedup import MergePolicy
 from agent_engine.tiers.scope import task_namespace
 from agent_engine.tiers.signals import PromotionPreset
 from agent_engine.tiers.views import View
@@ -49,6 +50,8 @@ class TaskMemoryStore(TierStore):
 
     ``task`` is a :class:`~agent_engine.models.Task` (its project and user scope the memory) or
     a task id, scoped by ``project_id`` and ``user_id`` (both ``"default"`` unless given).
+    A task's memory is its timeline (what it thought and did, in order), so near-duplicates
+    are not merged unless a ``merge`` policy is given: a step taken twice happened twice.
     """
 
     tier = Tier.TASK
@@ -64,6 +67,7 @@ class TaskMemoryStore(TierStore):
         clock: Callable[[], datetime] = utcnow,
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
+        merge: MergePolicy | None = None,
     ) -> None:
         if isinstance(task, Task):
             if (project_id, user_id) != (None, None):
@@ -85,6 +89,7 @@ class TaskMemoryStore(TierStore):
             clock=clock,
             aging=aging,
             conflict_detection=conflict_detection,
+            merge=merge,
         )
 
     def add_instruction(self, text: str, *, importance: float = 1.0) -> ContextItem:

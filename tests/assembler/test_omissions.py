@@ -16,6 +16,7 @@ from agent_engine import (
     Layout,
     MemoryStores,
     OmissionReason,
+    ProjectMemoryStore,
     SelectionReason,
     Status,
     Task,
@@ -59,9 +60,13 @@ class TestDuplicate:
         assert omission.tier is Tier.PROJECT
         assert omission.tokens > 0
 
-    def test_same_text_in_one_tier_is_shown_once(self, assembler):
-        """Two items differing only in case and spacing are one piece of content."""
-        project = assembler.project_store("p")
+    def test_same_text_in_one_tier_is_shown_once(self, assembler, backend):
+        """Two items differing only in case and spacing are one piece of content.
+
+        A store merges such an add into the item it holds; one that does not (merging off,
+        or items written before it merged) still shows the content once.
+        """
+        project = ProjectMemoryStore("p", backend, clock=lambda: NOW, merge=None)
         first = project.add_pattern("Run  migrations before deploys")
         second = project.add_pattern("run migrations BEFORE deploys")
         package = build(assembler)

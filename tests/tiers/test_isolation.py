@@ -138,7 +138,7 @@ class TestScopedIds:
         a, b, _, b_item = stores
         events_before = len(a.backend.audit.events(namespace=a.namespace, limit=None))
         for foreign in (b_item.id, b_item.id.removeprefix(b.id_prefix)):
-            added = a.add(a.new_item("decision", "Alpha's own", id=foreign))
+            added = a.add(a.new_item("decision", f"Alpha's own {len(foreign)}", id=foreign))
             assert added.id != b_item.id
             assert added.id.startswith(a.id_prefix)
             assert a.get(foreign) == added
