@@ -277,7 +277,9 @@ def add(
 ) -> None:
     """Remember TEXT (- for stdin, or --file PATH) in project or global memory.
 
-    A global preference asks first.
+    A global preference asks first. What the memory already holds (the same kind, nearly the
+    same meaning) is not stored twice: the held memory is strengthened, and the output says
+    which it was.
     """
     body = _read_text(text, file)  # before opening: bad input creates no store
     scope = _open(ctx, project, user, access=Access.CREATE, embed=True, yes=yes)
@@ -289,9 +291,19 @@ def add(
         tags=tag or (),
         status=Status.PINNED if pin else Status.CONFIRMED,
     )
-    store.add(item)
+    (outcome,) = store.add_outcomes([item])
     if _json(ctx, json_output):
-        emit_json(item_json(item))
+        data = item_json(outcome.item)
+        data["merged_into"] = outcome.merged_into
+        data["similarity"] = outcome.similarity
+        emit_json(data)
+    elif outcome.merged:
+        console().print(
+            Text(
+                f"merged into {outcome.merged_into} in {store.namespace} (similarity "
+                f"{outcome.similarity:.2f}): already remembered as {outcome.item.text!r}"
+            )
+        )
     else:
         console().print(Text(f"added {item.id} to {store.namespace} ({item.kind})"))
 

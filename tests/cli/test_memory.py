@@ -47,6 +47,39 @@ class TestMemoryCommands:
         assert "Prices are stored in cents" in table.out
         assert "secret" not in table.out
 
+    def test_adding_what_is_held_says_so(self, sql_cli):
+        """A second add of a memory strengthens the first and names it, in both outputs."""
+        first = add(sql_cli, "Prices are stored in cents", "--kind", "decision")
+        again = sql_cli(
+            "--embedder",
+            "hashing",
+            "memory",
+            "add",
+            "prices are stored in  cents",
+            "-k",
+            "decision",
+        )
+        assert again.code == 0, again.err
+        assert f"merged into {first}" in again.out
+        assert "similarity 1.00" in again.out
+        data = sql_cli(
+            "--json",
+            "--embedder",
+            "hashing",
+            "memory",
+            "add",
+            "Prices are stored in cents.",
+            "--kind",
+            "decision",
+        ).json()
+        assert (data["id"], data["merged_into"]) == (first, first)
+        assert 0.92 <= data["similarity"] <= 1
+        shown = sql_cli("--json", "memory", "show", first).json()
+        assert len(shown["merged_from"]) == 2
+        assert [item["id"] for item in sql_cli("--json", "memory", "list").json()] == [first]
+        fresh = sql_cli("--json", "--embedder", "hashing", "memory", "add", "Ship on Mondays")
+        assert fresh.json()["merged_into"] is None
+
     def test_pin_and_unpin(self, sql_cli):
         """pin and unpin change the stored status."""
         item = add(sql_cli, "Deploy on Tuesdays")
