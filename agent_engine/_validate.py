@@ -66,6 +66,7 @@ _FLOAT32_MAX: Final = float(np.finfo(np.float32).max)
 
 _Error = type[ValidationError]
 _E = TypeVar("_E", bound=enum.StrEnum)
+_T = TypeVar("_T")
 
 
 def text(
@@ -180,6 +181,17 @@ def member(field: str, enum_type: type[_E], value: object) -> _E:
         raise ValidationError(
             f"{field} must be one of {allowed}; got {value!r}", field=field, value=value
         ) from None
+
+
+def optional(field: str, kind: type[_T], value: object) -> _T | None:
+    """``value`` if it is a ``kind`` or ``None`` (a setting that may be off), else an error."""
+    if value is None or isinstance(value, kind):
+        return value
+    raise ValidationError(
+        f"{field} must be a {kind.__name__} or None, got {type(value).__name__}",
+        field=field,
+        value=value,
+    )
 
 
 def sequence(field: str, value: object, *, error: _Error = ValidationError) -> list[Any]:

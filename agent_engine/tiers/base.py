@@ -71,7 +71,6 @@ from agent_engine.tiers.dedup import (
     MergePlan,
     MergePolicy,
     boosted,
-    merge_policy,
     merged_ids,
     plan_merges,
 )
@@ -117,21 +116,16 @@ class TierStore:
         merge: MergePolicy | None = DEFAULT_MERGE,
     ) -> None:
         _validate.identifier("namespace", namespace)
-        self.aging = _policy(aging) or AgingPolicy()
-        if conflict_detection is not None and not isinstance(conflict_detection, ConflictDetection):
-            raise ValidationError(
-                "conflict_detection must be a ConflictDetection or None, got "
-                f"{type(conflict_detection).__name__}",
-                field="conflict_detection",
-                value=conflict_detection,
-            )
-        self.merge = merge_policy(merge)
+        self.aging = _validate.optional("aging", AgingPolicy, aging) or AgingPolicy()
+        self.merge = _validate.optional("merge", MergePolicy, merge)
         self.backend = backend
         self.namespace = namespace
         self.id_prefix = id_prefix(namespace)
         self.audit = audit if audit is not None else AuditLog(backend.audit, clock=clock)
         self.clock = clock
-        self.conflict_detection = conflict_detection
+        self.conflict_detection = _validate.optional(
+            "conflict_detection", ConflictDetection, conflict_detection
+        )
         self.scope = Filter().and_(parse_filter({"namespace": namespace, "tier": self.tier.value}))
         self._views = {view: self.scope.and_(view_filter(view)) for view in View}
         self._pinned = self._views[View.WORKING].and_(parse_filter({"status": Status.PINNED.value}))
@@ -716,7 +710,7 @@ class TierStore:
             raise ValidationError(
                 f"dry_run must be True or False, got {dry_run!r}", field="dry_run", value=dry_run
             )
-        chosen = _policy(policy) or self.aging
+        chosen = _validate.optional("policy", AgingPolicy, policy) or self.aging
         plan = plan_compaction(self, chosen, self.clock())
         if dry_run or not plan.moves:
             return plan
@@ -1016,13 +1010,3 @@ def record_access(accesses: Mapping[TierStore, Collection[str]], at: datetime) -
             value=stores,
         )
     return backend.touch([i for store, ids in accesses.items() for i in store.owned(ids)], at)
-
-
-def _policy(value: object) -> AgingPolicy | None:
-    if value is None or isinstance(value, AgingPolicy):
-        return value
-    raise ValidationError(
-        f"an aging policy must be an AgingPolicy, got {type(value).__name__}",
-        field="policy",
-        value=value,
-    )

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import Task, Tier, utcnow
@@ -23,7 +24,7 @@ from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd
-from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy, merge_policy
+from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.quarantine import DEFAULT_WINDOW, check_window, confirm_candidates
@@ -88,7 +89,7 @@ class MemoryStores:
         self.clock = clock
         self.aging = aging
         self.conflict_detection = conflict_detection
-        self.merge = merge_policy(merge)
+        self.merge = _validate.optional("merge", MergePolicy, merge)
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}

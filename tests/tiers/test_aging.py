@@ -425,6 +425,9 @@ class TestApply:
         """aging= takes an AgingPolicy; anything else is refused when the store is built."""
         with pytest.raises(ValidationError) as info:
             ProjectMemoryStore("p", backend, aging={"floor": 0.1})
+        assert info.value.field == "aging"
+        with pytest.raises(ValidationError) as info:
+            ProjectMemoryStore("p", backend).compact(policy="seed")
         assert info.value.field == "policy"
 
 
