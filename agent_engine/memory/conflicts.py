@@ -33,6 +33,7 @@ __all__ = [
     "ConflictType",
     "InMemoryConflictStore",
     "check_id",
+    "check_item_ids",
     "check_record",
     "check_resolve",
     "check_scope_read",
@@ -211,6 +212,12 @@ class ConflictStore(Protocol):
         """One scope's conflicts, newest first."""
         ...
 
+    def of_items(
+        self, item_ids: Iterable[str], *, include_resolved: bool = False
+    ) -> list[Conflict]:
+        """The conflicts naming any of ``item_ids``, newest first (unresolved unless asked)."""
+        ...
+
     def resolve(self, conflict_id: str, *, kept: str, at: datetime) -> Conflict | None:
         """Mark an unresolved conflict resolved; ``None`` if it was not (see above)."""
         ...
@@ -241,6 +248,16 @@ def check_scope_read(namespace: str, tier: Tier, limit: int | None) -> Tier:
     if limit is not None:
         _validate.integer("limit", limit)
     return _tier(tier)
+
+
+def check_item_ids(item_ids: Iterable[str]) -> list[str]:
+    """``item_ids`` (a collection of ids), each checked, duplicates dropped, in order."""
+    return list(
+        dict.fromkeys(
+            _validate.text("item_ids", item_id)
+            for item_id in _validate.sequence("item_ids", item_ids)
+        )
+    )
 
 
 def check_id(conflict_id: str) -> str:
@@ -324,6 +341,16 @@ class InMemoryConflictStore:
                 and (include_resolved or not c.resolved)
             ]
         return newest_first(found)[:limit]
+
+    def of_items(
+        self, item_ids: Iterable[str], *, include_resolved: bool = False
+    ) -> list[Conflict]:
+        """The conflicts naming any of ``item_ids``, newest first (unresolved unless asked)."""
+        ids = check_item_ids(item_ids)
+        with self._lock:
+            named = {c for i in ids for c in self._by_item.get(i, ())}
+            found = [self._conflicts[c] for c in named]
+        return newest_first(c for c in found if include_resolved or not c.resolved)
 
     def resolve(self, conflict_id: str, *, kept: str, at: datetime) -> Conflict | None:
         """Mark an unresolved conflict resolved with ``kept``; ``None`` if it was not."""

@@ -1496,6 +1496,22 @@ class BackendConformance:
         everything = filled.conflicts.of_scope("ns-0", Tier.PROJECT, include_resolved=True)
         assert everything == [newer, resolved]
 
+    def test_conflicts_of_items(self, filled: MemoryBackend) -> None:
+        """Conflicts naming any of some items, on either side, newest first."""
+        older = self._conflict(2, 4, minutes=1)
+        newer = self._conflict(4, 6, minutes=2)
+        elsewhere = self._conflict(1, 3, minutes=3)
+        filled.conflicts.record([older, newer, elsewhere])
+        assert filled.conflicts.of_items(["item-00004"]) == [newer, older]
+        assert filled.conflicts.of_items(["item-00002", "item-00003"]) == [elsewhere, older]
+        assert filled.conflicts.of_items(["item-00006", "item-00006"]) == [newer]
+        assert filled.conflicts.of_items(["item-00099"]) == []
+        assert filled.conflicts.of_items([]) == []
+        at = T0 + timedelta(days=1)
+        resolved = filled.conflicts.resolve(older.id, kept="item-00002", at=at)
+        assert filled.conflicts.of_items(["item-00002"]) == []
+        assert filled.conflicts.of_items(["item-00002"], include_resolved=True) == [resolved]
+
     def test_conflicts_resolve_once(self, filled: MemoryBackend) -> None:
         """Resolving is a compare-and-set: resolving twice, or keeping neither, changes nothing.
 

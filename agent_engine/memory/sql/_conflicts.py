@@ -7,7 +7,7 @@ connections turn foreign keys on), so this store has no removal of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,9 +18,11 @@ from agent_engine.errors import BackendError, ItemNotFoundError, ValidationError
 from agent_engine.memory.conflicts import (
     Conflict,
     check_id,
+    check_item_ids,
     check_record,
     check_resolve,
     check_scope_read,
+    newest_first,
 )
 from agent_engine.memory.sql._audit import Runner
 from agent_engine.memory.sql._rows import decode_time, encode_time
@@ -28,6 +30,9 @@ from agent_engine.memory.sql._schema import conflicts, items
 from agent_engine.models import Tier
 
 __all__ = ["SQLConflictStore"]
+
+_CHUNK = 400
+"""Item ids per lookup (twice that many bound parameters, within every dialect's limit)."""
 
 
 class SQLConflictStore:
@@ -96,6 +101,25 @@ class SQLConflictStore:
         rows = self._read(lambda connection: connection.execute(query).all())
         return [_conflict(row) for row in rows]
 
+    def of_items(
+        self, item_ids: Iterable[str], *, include_resolved: bool = False
+    ) -> list[Conflict]:
+        """The conflicts naming any of ``item_ids``, newest first (unresolved unless asked).
+
+        Both item columns are indexed: a lookup per chunk of ids, whatever the scope holds.
+        """
+        ids = check_item_ids(item_ids)
+        found: dict[str, Conflict] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            query = sa.select(conflicts).where(
+                sa.or_(conflicts.c.item_a.in_(chunk), conflicts.c.item_b.in_(chunk))
+            )
+            if not include_resolved:
+                query = query.where(conflicts.c.resolved_at.is_(None))
+            found.update((row.id, _conflict(row)) for row in self._read(_rows(query)))
+        return newest_first(found.values())
+
     def resolve(self, conflict_id: str, *, kept: str, at: datetime) -> Conflict | None:
         """Mark an unresolved conflict resolved with ``kept``; ``None`` if it was not.
 
@@ -122,6 +146,10 @@ class SQLConflictStore:
 
         row = self._write(work)
         return None if row is None else _conflict(row)
+
+
+def _rows(query: sa.Select[Any]) -> Callable[[sa.Connection], list[Any]]:
+    return lambda connection: list(connection.execute(query).all())
 
 
 def _require_items(connection: sa.Connection, item_ids: list[str]) -> None:
