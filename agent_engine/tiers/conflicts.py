@@ -40,8 +40,10 @@ __all__ = [
     "DEFAULT_DETECTION",
     "RECORD_KINDS",
     "ConflictDetection",
+    "contested",
     "detect",
     "is_open",
+    "kind_set",
     "listed",
     "record",
     "resolve",
@@ -71,7 +73,8 @@ def _similarity(_: object, attribute: attrs.Attribute[Any], value: object) -> No
         )
 
 
-def _kinds(value: object) -> frozenset[str]:
+def kind_set(value: object) -> frozenset[str]:
+    """``value`` (kinds a setting leaves out) as a set of valid kind identifiers."""
     return frozenset(
         _validate.identifier("ignore_kinds", kind)
         for kind in _validate.sequence("ignore_kinds", value)
@@ -100,7 +103,7 @@ class ConflictDetection:
     related: int = attrs.field(default=20, validator=_non_negative)
     max_items: int = attrs.field(default=32, validator=_non_negative)
     min_shared: int = attrs.field(default=2, validator=_non_negative)
-    ignore_kinds: frozenset[str] = attrs.field(default=RECORD_KINDS, converter=_kinds)
+    ignore_kinds: frozenset[str] = attrs.field(default=RECORD_KINDS, converter=kind_set)
 
 
 DEFAULT_DETECTION: Final = ConflictDetection()
@@ -221,6 +224,21 @@ def is_open(conflict: Conflict, items: Mapping[str, ContextItem]) -> bool:
         if item is None or item.superseded or item.version != version:
             return False
     return True
+
+
+def contested(store: TierStore, items: Sequence[ContextItem]) -> set[str]:
+    """The ids of ``items`` (this store's, as just read) that an open conflict names."""
+    if not items:
+        return set()
+    records = store.backend.conflicts.of_items([item.id for item in items])
+    if not records:
+        return set()
+    named = {i for c in records for i in c.item_ids}
+    known = {item.id: item for item in items}
+    others = [i for i in named if i not in known]
+    known.update((item.id, item) for item in store.get_many(others))
+    mine = {item.id for item in items}
+    return {i for c in records if is_open(c, known) for i in c.item_ids if i in mine}
 
 
 def listed(

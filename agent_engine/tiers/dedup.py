@@ -17,8 +17,13 @@ Some pairs look alike to an embedding and must not merge:
 * a pinned newcomer: pinning says "keep this, as it is";
 * a pair the contradiction classifier flags: "use tabs" and "don't use tabs" are close in
   meaning and opposite in what they say (a conflict, :mod:`agent_engine.tiers.conflicts`);
-* a pair whose numbers differ: "Python 3.11" and "Python 3.12" embed at 0.94 and say
-  different things;
+* a pair that names different values (numbers, names, days, places: capitalized words
+  inside a sentence): "Python 3.11" and "Python 3.12" embed at 0.94, "deployed on Wednesday
+  mornings" and "deployed on Thursday mornings" at 0.97, and each says something else;
+* a newcomer that announces a change the held item does not ("is *now* deployed on ...",
+  "no longer", "instead"): an update is not a repeat;
+* a held item an open conflict names: it was contradicted since, and saying it again makes
+  it the newer side (a new item, in a conflict of its own), not a repeat of the old one;
 * items of record kinds (turns, messages, tool outputs): what was said or returned twice
   happened twice, and a timeline needs both.
 
@@ -42,7 +47,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import embedding_text
 from agent_engine.models import ContextItem, Origin, bump_count
 from agent_engine.retrieval.contradiction import contradicts
-from agent_engine.tiers.conflicts import RECORD_KINDS
+from agent_engine.tiers.conflicts import RECORD_KINDS, contested, kind_set
 from agent_engine.tiers.views import View
 
 if TYPE_CHECKING:
@@ -56,7 +61,6 @@ __all__ = [
     "MergePolicy",
     "boosted",
     "find_duplicate",
-    "merge_policy",
     "merged_ids",
     "plan_merges",
 ]
@@ -68,6 +72,13 @@ _CHUNK: Final = 500
 _BLOCK: Final = 1024
 """Rows of a batch compared with the rest of it at a time (bounds the similarity matrix)."""
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
+_WORD = re.compile(r"[^\W\d_][\w'-]*")
+_SENTENCE_END = re.compile(r"[.!?:;]")
+_CHANGE = re.compile(
+    r"\b(?:now|no longer|any ?more|instead|switched|changed|from now on|these days|nowadays)\b",
+    re.IGNORECASE,
+)
+"""Words that announce a change: "is now deployed on Thursdays" updates, it does not repeat."""
 
 
 def _threshold(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -89,13 +100,6 @@ def _positive(_: object, attribute: attrs.Attribute[Any], value: object) -> None
         )
 
 
-def _kinds(value: object) -> frozenset[str]:
-    return frozenset(
-        _validate.identifier("ignore_kinds", kind)
-        for kind in _validate.sequence("ignore_kinds", value)
-    )
-
-
 @attrs.frozen
 class MergePolicy:
     """When an added item merges into one its scope holds.
@@ -109,22 +113,11 @@ class MergePolicy:
 
     threshold: float = attrs.field(default=0.92, validator=_threshold)
     neighbours: int = attrs.field(default=4, validator=_positive)
-    ignore_kinds: frozenset[str] = attrs.field(default=RECORD_KINDS, converter=_kinds)
+    ignore_kinds: frozenset[str] = attrs.field(default=RECORD_KINDS, converter=kind_set)
 
 
 DEFAULT_MERGE: Final = MergePolicy()
 """The policy of project and global stores given none (task stores merge nothing by default)."""
-
-
-def merge_policy(value: object) -> MergePolicy | None:
-    """``value`` as a store's merge policy: a :class:`MergePolicy`, or ``None`` for none."""
-    if value is None or isinstance(value, MergePolicy):
-        return value
-    raise ValidationError(
-        f"merge must be a MergePolicy or None, got {type(value).__name__}",
-        field="merge",
-        value=value,
-    )
 
 
 @attrs.frozen
@@ -212,6 +205,10 @@ def plan_merges(
             match = _nearest_held(store, items[i], policy)
             if match is not None:
                 targets[i] = match
+    # A held item an open conflict names was contradicted since it was written: saying it
+    # again is news (the newer side of that conflict now), not a repeat.
+    disputed = contested(store, [held for held, _ in targets.values()])
+    targets = {i: t for i, t in targets.items() if t[0].id not in disputed}
     within = _within_batch(items, mergeable, policy)
     return _assemble(items, targets, within, now)
 
@@ -222,21 +219,19 @@ def find_duplicate(
     """``item`` as ``store`` would store it, and what it holds that ``item`` duplicates.
 
     ``(item with its vector, held item or None, similarity)``. The same content (fingerprint)
-    is a duplicate whatever ``policy`` says; with a policy, so is a near-duplicate. This is
-    how promotion avoids storing twice what the target already holds.
+    is a duplicate whatever ``policy`` says; with a policy, so is a near-duplicate. A held
+    item an open conflict names is none (see :func:`plan_merges`). This is how promotion
+    avoids storing twice what the target already holds.
     """
-    exact = store.query(
-        {"fingerprint": item.fingerprint, "kind": item.kind}, limit=1, view=View.CURRENT
-    )
-    if exact:
-        return item, exact[0], 1.0
-    if policy is None or not _may_merge(item, policy):
-        return item, None, None
-    (filled,) = _with_vectors(store, [item], policy)
-    match = _nearest_held(store, filled, policy)
-    if match is None:
+    filled = item
+    match = _held_by_fingerprint(store, [item]).get((item.kind, item.fingerprint))
+    found = None if match is None else (match, 1.0)
+    if found is None and policy is not None and _may_merge(item, policy):
+        (filled,) = _with_vectors(store, [item], policy)
+        found = _nearest_held(store, filled, policy)
+    if found is None or contested(store, [found[0]]):
         return filled, None, None
-    return filled, match[0], match[1]
+    return filled, found[0], found[1]
 
 
 def _may_merge(item: ContextItem, policy: MergePolicy) -> bool:
@@ -249,13 +244,30 @@ def _may_absorb(held: ContextItem, newcomer: ContextItem) -> bool:
         return False
     if held.fingerprint == newcomer.fingerprint:
         return True
-    if _numbers(held.text) != _numbers(newcomer.text):
+    if _values(held.text) != _values(newcomer.text):
+        return False
+    if _CHANGE.search(newcomer.text) and not _CHANGE.search(held.text):
         return False
     return contradicts(held.text, newcomer.text) is None
 
 
-def _numbers(text: str) -> set[str]:
-    return set(_NUMBER.findall(text))
+def _values(text: str) -> set[str]:
+    """The words of ``text`` that name a value: numbers, and capitalized words inside a sentence.
+
+    An embedding rates "deployed on Wednesday mornings" and "deployed on Thursday mornings"
+    at 0.97 and "Python 3.11" and "Python 3.12" at 0.94: the sentence is the same, the value
+    is not. Names, days, places and versions are what such updates change, and a repeat
+    keeps them.
+    """
+    values = set(_NUMBER.findall(text))
+    end = None  # where the previous word ended (None: no word yet)
+    for match in _WORD.finditer(text):
+        word = match.group()
+        starts_sentence = end is None or _SENTENCE_END.search(text[end : match.start()])
+        if word[0].isupper() and not starts_sentence and word != "I":
+            values.add(word.casefold())
+        end = match.end()
+    return values
 
 
 def _with_vectors(

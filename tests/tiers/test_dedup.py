@@ -246,9 +246,51 @@ class TestNeverMerged:
         (conflict,) = project.conflicts()
         assert held.id in (conflict.item_a, conflict.item_b)
 
+    def test_restating_a_contradicted_item_is_news(self, project):
+        """After "never", saying "always" again makes it the newer side, not a repeat."""
+        always = "Always rebase feature branches on main before opening a pull request."
+        never = "Never rebase feature branches on main before opening a pull request."
+        first = add(project, always, unit()).item
+        contra = add(project, never, vector(0.8)).item
+        (conflict,) = project.conflicts()
+        again = add(project, always, unit())
+        assert not again.merged
+        assert project.count() == 3
+        newest = project.conflicts()[0]
+        assert set(newest.item_ids) == {contra.id, again.item.id}
+        assert conflict.id != newest.id and first.id in conflict.item_ids
+        # Resolved ("never" superseded), no conflict stands: a repeat is a repeat again.
+        project.resolve(newest.id, keep=again.item.id)
+        assert project.conflicts() == []
+        assert add(project, always, unit()).merged_into == first.id
+
     def test_different_numbers(self, project):
         add(project, "CI runs on Python 3.11", unit())
         assert not add(project, "CI runs on Python 3.12", vector(0.99)).merged
+
+    def test_different_names_days_and_places(self, project):
+        """A changed value is an update, however alike the sentences embed."""
+        add(project, "The billing module is deployed on Wednesday mornings", unit())
+        assert not add(
+            project, "The billing module is deployed on Monday mornings", vector(0.99)
+        ).merged
+        add(project, "Hana leads the payments team in Lisbon", unit(3))
+        assert not add(project, "Hana leads the payments team in Porto", vector(0.99, 3)).merged
+        # The same value repeated, in other words, is a repeat; a capital that starts a
+        # sentence is no value.
+        assert add(project, "Payments team in Lisbon: Hana leads it", vector(0.95, 3)).merged
+
+    def test_an_announced_change(self, project):
+        """A newcomer saying something is *now* so updates the held item; it does not repeat it."""
+        add(project, "Staging deploys run nightly", unit())
+        assert not add(project, "Staging deploys now run nightly", vector(0.98)).merged
+        assert not add(project, "Staging deploys no longer run nightly", vector(0.97)).merged
+        # Once said, the change may be said again.
+        held = add(project, "Reviews now need two approvals", unit(11)).item
+        assert add(project, "Reviews now need 2 approvals", vector(0.97, 11)).merged_into is None
+        assert (
+            add(project, "Reviews now need two approvals!", vector(0.99, 11)).merged_into == held.id
+        )
 
     def test_history_never_absorbs(self, project):
         old = add(project, "Ship on Fridays", unit()).item
