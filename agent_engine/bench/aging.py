@@ -19,7 +19,6 @@ benchmark's do, so neither memory nor caches carry over.
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import resource
 import tempfile
@@ -31,10 +30,10 @@ from typing import Any
 
 import attrs
 
+from agent_engine.bench._cells import Which, configuration_of, in_fresh_processes
 from agent_engine.bench.synthetic import generate
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.errors import ValidationError
-from agent_engine.memory import registry
 from agent_engine.models import ContextItem, Status
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -94,9 +93,9 @@ def aged_items(size: int, seed: int = 0) -> list[ContextItem]:
     return items
 
 
-def run_cell(backend_name: str, size: int, seed: int = 0) -> dict[str, Any]:
-    """Measure one backend configuration at one size (meant to run in its own process)."""
-    configuration = registry.configuration(backend_name)
+def run_cell(which: Which, size: int, seed: int = 0) -> dict[str, Any]:
+    """Measure one backend configuration (or its name) at one size, in a process of its own."""
+    configuration = configuration_of(which)
     embedder = HashingEmbedder(dim=384)
     policy = AgingPolicy()
     with tempfile.TemporaryDirectory() as work:
@@ -154,16 +153,9 @@ def run_aging(
     An unknown backend raises :class:`~agent_engine.errors.UnknownBackendError` before
     anything runs.
     """
-    names = [registry.configuration(name).name for name in config.backends]
-    context = multiprocessing.get_context("spawn")
-    results = []
-    for name in names:
-        for size in config.sizes:
-            with context.Pool(1) as pool:
-                results.append(pool.apply(run_cell, (name, size, config.seed)))
-            if progress is not None:
-                progress(1)
-    return results
+    return in_fresh_processes(
+        run_cell, config.backends, config.sizes, config.seed, progress=progress
+    )
 
 
 def table(cells: Sequence[dict[str, Any]]) -> list[str]:

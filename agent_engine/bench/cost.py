@@ -17,7 +17,6 @@ which costs a few builds several times the rest, and this shows what it costs.
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import resource
 import statistics
@@ -32,6 +31,7 @@ import numpy as np
 
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.candidates import GatherLimits
+from agent_engine.bench._cells import Which, configuration_of, in_fresh_processes
 from agent_engine.bench.synthetic import _WORDS, generate
 from agent_engine.embeddings import Embedder, HashingEmbedder, Matrix
 from agent_engine.memory import registry
@@ -119,16 +119,13 @@ def _builds_after_writes(
     return timings
 
 
-def run_cell(
-    which: str | registry.Configuration, size: int, queries: int, budget: int
-) -> dict[str, Any]:
+def run_cell(which: Which, size: int, queries: int, budget: int) -> dict[str, Any]:
     """Measure one backend configuration at one size (meant to run in its own process).
 
     ``which`` is a configuration or its registered name; :func:`run_cost` hands the worker
     the configuration itself, so one registered only in the parent process is measured too.
     """
-    configuration = which if isinstance(which, registry.Configuration) else None
-    configuration = configuration or registry.configuration(str(which))
+    configuration = configuration_of(which)
     embedder = _PrimedEmbedder(HashingEmbedder(dim=384))
     with tempfile.TemporaryDirectory() as work:
         backend = configuration.build(Path(work), embedder)
@@ -224,13 +221,4 @@ def run_cost(
     ``backends`` are configuration names of the backend registry; an unknown one raises
     :class:`~agent_engine.errors.UnknownBackendError` before anything runs.
     """
-    chosen = [registry.configuration(name) for name in backends]
-    context = multiprocessing.get_context("spawn")
-    results = []
-    for configuration in chosen:
-        for size in sizes:
-            with context.Pool(1) as pool:
-                results.append(pool.apply(run_cell, (configuration, size, queries, budget)))
-            if progress is not None:
-                progress(1)
-    return results
+    return in_fresh_processes(run_cell, backends, sizes, queries, budget, progress=progress)
