@@ -22,9 +22,9 @@ What differs from a reader's run, and why:
 - ``bench``: the documented arguments are first parsed verbatim by the runner's own parser
   (so every option, part and backend name it shows must be accepted), then the command runs
   smaller: ``--data`` names a tiny LoCoMo-format file the test writes (ten conversations of
-  four turns), ``--sizes`` is 100 (``--aging-sizes`` 200), ``--fillers`` 10, the embedder is
-  ``hashing`` and the cost, aging and conflicts parts measure only the first backend named
-  (``memory`` when none is).
+  four turns), ``--sizes`` is 100 (``--aging-sizes`` and ``--dedup-sizes`` 200,
+  ``--dedup-adds`` 4), ``--fillers`` 10, the embedder is ``hashing`` and the cost, aging,
+  conflicts and dedup parts measure only the first backend named (``memory`` when none is).
   The real file, 100k-item stores, MiniLM and a fresh process per measured backend take
   minutes; what the run proves is that the suite goes end to end from these arguments.
   Everything else runs verbatim.
@@ -166,6 +166,7 @@ def _scaled(argv: tuple[str, ...], data: Path) -> list[str]:
     parse_options(args[1:])  # the documented arguments, verbatim
     backends = args[args.index("--backends") + 1] if "--backends" in args else "memory"
     aging = args[args.index("--aging-backends") + 1] if "--aging-backends" in args else "memory"
+    dedup = args[args.index("--dedup-backends") + 1] if "--dedup-backends" in args else "memory"
     for option, value in (
         ("--data", str(data)),
         ("--sizes", "100"),
@@ -174,6 +175,10 @@ def _scaled(argv: tuple[str, ...], data: Path) -> list[str]:
         ("--backends", backends.split(",")[0]),
         ("--aging-sizes", "200"),
         ("--aging-backends", aging.split(",")[0]),
+        ("--dedup-sizes", "200"),
+        ("--dedup-backends", dedup.split(",")[0]),
+        ("--dedup-adds", "4"),
+        ("--dedup-embedder", "hashing"),
     ):
         args = _with(args, option, value)
     return args

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_engine.bench import aging
+from agent_engine.bench import aging, dedup
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -270,6 +270,12 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "## Conflicts: detection on add",
             "",
             *_conflicts_tables(results["conflicts"]),
+        ]
+    if "dedup" in results:
+        lines += [
+            "## Near-duplicate check: add cost with and without it",
+            "",
+            *dedup.table(results["dedup"]),
         ]
     lines += ["## Plots", "", *_plots(results, out), ""]
     report = out / "report.md"

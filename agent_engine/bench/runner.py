@@ -16,6 +16,7 @@ from agent_engine.bench import locomo
 from agent_engine.bench.aging import AgingBenchConfig, run_aging
 from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
+from agent_engine.bench.dedup import EMBEDDERS, DedupBenchConfig, run_dedup
 from agent_engine.bench.quality import QualityConfig, run_quality
 from agent_engine.bench.report import write_report
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
@@ -23,7 +24,7 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersToken
 
 __all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost", "currentness", "aging", "conflicts")
+PARTS = ("quality", "cost", "currentness", "aging", "conflicts", "dedup")
 """The parts of the suite, in the order they run."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
@@ -50,6 +51,7 @@ class SuiteOptions:
     currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
     aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
     conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
+    dedup: DedupBenchConfig = attrs.field(factory=DedupBenchConfig)
 
 
 def _embedder(name: str) -> Embedder:
@@ -122,6 +124,10 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         results["conflicts"] = run_conflicts(
             options.backends, embedder, config=options.conflicts, progress=advance
         )
+    if "dedup" in options.parts:
+        cells = len(options.dedup.sizes) * len(options.dedup.backends)
+        advance = progress("dedup (cells)", cells) if progress else None
+        results["dedup"] = run_dedup(options.dedup, progress=advance)
     return write_report(results, options.out)
 
 
@@ -217,8 +223,34 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=ConflictsConfig().fillers,
         help="conflicts: synthetic memories interleaved into each project scope",
     )
+    parser.add_argument(
+        "--dedup-sizes",
+        default=",".join(str(n) for n in DedupBenchConfig().sizes),
+        help="dedup: store sizes to add to",
+    )
+    parser.add_argument(
+        "--dedup-backends",
+        default=",".join(DedupBenchConfig().backends),
+        help=f"dedup, comma-separated, of: {', '.join(cost_suite.backend_names())}",
+    )
+    parser.add_argument(
+        "--dedup-adds",
+        type=int,
+        default=DedupBenchConfig().adds,
+        help="dedup: single adds per store (with and without the check)",
+    )
+    parser.add_argument(
+        "--dedup-embedder",
+        default=DedupBenchConfig().embedder,
+        choices=EMBEDDERS,
+        help="dedup: what embeds the added items",
+    )
     args = parser.parse_args(argv)
-    named = {*args.backends.split(","), *args.aging_backends.split(",")}
+    named = {
+        *args.backends.split(","),
+        *args.aging_backends.split(","),
+        *args.dedup_backends.split(","),
+    }
     unknown = sorted(named - set(cost_suite.backend_names()))
     if unknown:
         parser.error(f"unknown backend(s): {', '.join(unknown)}")
@@ -245,6 +277,12 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             sizes=parse_ints(args.aging_sizes), backends=tuple(args.aging_backends.split(","))
         ),
         conflicts=ConflictsConfig(fillers=args.fillers),
+        dedup=DedupBenchConfig(
+            sizes=parse_ints(args.dedup_sizes),
+            backends=tuple(args.dedup_backends.split(",")),
+            adds=args.dedup_adds,
+            embedder=args.dedup_embedder,
+        ),
     )
 
 

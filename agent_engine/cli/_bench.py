@@ -12,7 +12,10 @@ __all__ = ["bench"]
 
 
 def bench(ctx: typer.Context) -> int:
-    """Run the benchmark suite (quality, cost, currentness, aging, conflicts); `bench --help`."""
+    """Run the benchmark suite (quality, cost, currentness, aging, conflicts, dedup).
+
+    `bench --help` lists the options.
+    """
     from agent_engine.bench.runner import main as run  # noqa: PLC0415 - heavy, only when asked
 
     return run(list(ctx.args))
