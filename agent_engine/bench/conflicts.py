@@ -195,8 +195,11 @@ def measure(
     started = time.perf_counter()
     for memory in memories:
         store = stores[memory.scope]
-        item = store.add(store.new_item(memory.kind, memory.text, tags=memory.tags))
-        label[item.id] = memory.id
+        (outcome,) = store.add_outcomes(
+            [store.new_item(memory.kind, memory.text, tags=memory.tags)]
+        )
+        # A memory merged into a held one is that memory from now on: it keeps its label.
+        label.setdefault(outcome.item.id, memory.id)
     seconds = time.perf_counter() - started
     recorded = {
         frozenset((label[c.item_a], label[c.item_b]))

@@ -45,6 +45,7 @@ from agent_engine.embeddings import Embedder
 from agent_engine.errors import ValidationError
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextItem, ContextRequest, Status, Task, Tier
+from agent_engine.tiers.dedup import DEFAULT_MERGE
 from agent_engine.tiers.scope import local_id
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
@@ -510,14 +511,20 @@ class Mode:
 def _ingest_plain(
     stream: Stream, embedder: Embedder, counter: TokenCounter
 ) -> tuple[ContextAssembler, Task]:
-    """Every version is written as an ordinary new memory, one at a time, in stream order."""
+    """Every version is written as an ordinary new memory, one at a time, in stream order.
+
+    Nothing merges either: near-duplicate merge is part of the lifecycle this mode does without.
+    """
     return _ingest(stream, embedder, counter, keyed=False)
 
 
 def _ingest_keyed(
     stream: Stream, embedder: Embedder, counter: TokenCounter
 ) -> tuple[ContextAssembler, Task]:
-    """As :func:`_ingest_plain`, with each keyed version's slot declared as its ``key``."""
+    """As :func:`_ingest_plain`, with each keyed version's slot declared as its ``key``.
+
+    The stores merge near-duplicates as they do by default.
+    """
     return _ingest(stream, embedder, counter, keyed=True)
 
 
@@ -532,6 +539,7 @@ def _ingest(
         max_project_items=None,
         confirm=lambda _request: True,
         clock=lambda: now,
+        merge=DEFAULT_MERGE if keyed else None,
     )
     task = Task(id="currentness-task", project_id=PROJECT_ID, user_id=USER_ID)
     scoped = {
