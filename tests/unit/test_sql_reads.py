@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -92,3 +93,32 @@ def test_connections_zero_what_they_free(backend):
     """
     with backend.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA secure_delete").scalar_one() == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "index"),
+    [
+        ("fingerprint", "ix_ae_items_fingerprint"),
+        ("superseded_by", "ix_ae_items_superseded_by"),
+    ],
+)
+def test_exact_lookups_use_their_index_once_the_store_has_grown(tmp_path, field, index):
+    """Writes keep SQLite's planner statistics current: a lookup by fingerprint or by
+    successor within a large namespace reads its own index, not the whole namespace.
+
+    Without statistics SQLite prefers the (namespace, timestamp) index, which spares the
+    ORDER BY's sort and scans every item of the namespace.
+    """
+    path = tmp_path / "memory.db"
+    with SQLAlchemyBackend(f"sqlite:///{path}") as store:
+        for start in range(0, 3000, 1000):
+            store.add_many(
+                ContextItem(id=f"n-{n}", kind="note", text=f"note {n}", namespace="p")
+                for n in range(start, start + 1000)
+            )
+        where = parse_filter({"namespace": "p", "tier": "project", field: {"$in": ["x", "y"]}})
+        statement = select_items(where, parse_order("-timestamp"), None, "sqlite")
+        sql = str(statement.compile(store.engine, compile_kwargs={"literal_binds": True}))
+    with sqlite3.connect(path) as raw:
+        plan = " ".join(row[3] for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}"))
+    assert index in plan, plan

@@ -40,10 +40,13 @@ from agent_engine._log import get_logger
 from agent_engine.errors import BackendUnavailableError, ValidationError
 
 __all__ = [
+    "ANALYSIS_LIMIT",
     "DB_ENV",
+    "MIN_ANALYZED_ROWS",
     "DEFAULT_STATEMENT_TIMEOUT_S",
     "IMMEDIATE",
     "POSTGRES_INSTALL",
+    "PlannerStatistics",
     "SNAPSHOT_FREE",
     "TIMEOUT_ENV",
     "UNTIMED",
@@ -84,6 +87,12 @@ most, and a negligible cost (one Python call per step batch)."""
 _DEADLINE = "ae_deadline"
 
 T = TypeVar("T")
+
+
+ANALYSIS_LIMIT = 1000
+"""Rows SQLite samples per index when it gathers planner statistics."""
+MIN_ANALYZED_ROWS = 1000
+"""Below this many items the planner's default guesses serve: no statistics are gathered."""
 
 
 def default_database_url() -> str:
@@ -288,6 +297,9 @@ def _sqlite_engine(url: sa.URL, *, read_only: bool = False, timeout_s: float = 0
             # within noise on adds, updates, touches and deletes of 20k items, and already the
             # compiled default of many distributions' SQLite.
             cursor.execute("PRAGMA secure_delete=ON")
+            # Statistics for the query planner are gathered from a sample this size per
+            # index (see PlannerStatistics), so keeping them current stays cheap.
+            cursor.execute(f"PRAGMA analysis_limit={ANALYSIS_LIMIT}")
         finally:
             cursor.close()
 
@@ -301,6 +313,47 @@ def _sqlite_engine(url: sa.URL, *, read_only: bool = False, timeout_s: float = 0
     if timeout_s:
         _add_deadlines(engine, timeout_s)
     return engine
+
+
+class PlannerStatistics:
+    """Keeps SQLite's query planner statistics of the items table in step with its growth.
+
+    Without statistics SQLite reads ``namespace = ? AND fingerprint IN (...) ORDER BY
+    timestamp`` through the (namespace, timestamp) index, to spare a sort, and so scans a
+    whole namespace for what the fingerprint, key or superseded_by index finds at once
+    (duplicates on add, a slot's holders, an item's history). ``ANALYZE`` fixes the choice;
+    run whenever the table has doubled since it last ran (from :data:`MIN_ANALYZED_ROWS`
+    rows on), it costs a few milliseconds at 100k items (:data:`ANALYSIS_LIMIT` samples per
+    index) a logarithmic number of times. PostgreSQL keeps its own statistics.
+    """
+
+    def __init__(self) -> None:
+        self._analyzed: int | None = None  # rows when last analyzed (None: not read yet)
+
+    def refresh(self, connection: sa.Connection) -> None:
+        """Analyze the items table if it outgrew its statistics; run inside a write."""
+        if connection.dialect.name != "sqlite":
+            return
+        rows = connection.exec_driver_sql("SELECT max(rowid) FROM ae_items").scalar() or 0
+        if self._analyzed is None:
+            self._analyzed = _analyzed_rows(connection)
+        if rows >= MIN_ANALYZED_ROWS and rows >= 2 * self._analyzed:
+            connection.exec_driver_sql("ANALYZE ae_items")
+            self._analyzed = rows
+
+
+def _analyzed_rows(connection: sa.Connection) -> int:
+    """The items table's row count as of its last ``ANALYZE`` (0: never analyzed)."""
+    exists = connection.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'"
+    ).first()
+    if exists is None:
+        return 0
+    stat = connection.exec_driver_sql(
+        "SELECT stat FROM sqlite_stat1 WHERE tbl = 'ae_items' LIMIT 1"
+    ).scalar()
+    head = str(stat or "0").split(" ", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 def flush_erased(engine: sa.Engine, tables: list[str]) -> None:

@@ -54,6 +54,7 @@ from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     SNAPSHOT_FREE,
     TIMEOUT_ENV,
+    PlannerStatistics,
     create_engine,
     default_database_url,
     flush_erased,
@@ -137,6 +138,7 @@ class SQLAlchemyBackend(BaseBackend):
             self.url, read_only=read_only, timeout_s=self.statement_timeout
         )
         self._dialect = self._engine.dialect.name
+        self._statistics = PlannerStatistics()
         # One shared connection (an in-memory SQLite database) must not interleave threads.
         shared = isinstance(self._engine.pool, StaticPool)
         self._guard: contextlib.AbstractContextManager[Any] = (
@@ -343,7 +345,10 @@ class SQLAlchemyBackend(BaseBackend):
                 elif single:
                     connection.execution_options(**{SNAPSHOT_FREE: True})
                 with connection.begin():
-                    return work(connection)
+                    done = work(connection)
+                    if write:
+                        self._statistics.refresh(connection)
+                    return done
 
         with self._translating():
             return retrying(attempt, "write" if write else "read")
