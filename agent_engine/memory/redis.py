@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -290,7 +290,20 @@ class RedisBackend(BaseBackend):
         return order.sort(matching)[:limit]
 
     def _count(self, where: Filter) -> int:
-        return len(self._runner.read(lambda client: self._load(client, where)))
+        def work(client: Any) -> int:
+            if where.conditions:
+                return len(self._load(client, where))
+            # Every item: count the values still there (an item past its own expiry may
+            # linger in its namespace's set until the namespace goes), decoding none.
+            ids = self._candidate_ids(client, where)
+            keys = [self._keys.item(item_id) for item_id in ids]
+            return sum(
+                text is not None
+                for start in range(0, len(keys), _CHUNK)
+                for text in client.mget(keys[start : start + _CHUNK])
+            )
+
+        return self._runner.read(work)
 
     def _scope_versions(self, key: tuple[str | None, Tier | None]) -> ScopeVersions:
         namespace, tier = key
@@ -400,9 +413,9 @@ class RedisBackend(BaseBackend):
             if identity is not None:
                 pipe.hset(keys.meta, _EMBEDDER, _identity_json(identity))
             pipe.sadd(keys.namespaces, *{namespace for namespace, _ in scopes})
+            moved_to = {item.id: item.namespace for item in replaces}
             for old in stored.values():
-                new = next(item for item in replaces if item.id == old.id)
-                if new.namespace != old.namespace:
+                if moved_to[old.id] != old.namespace:
                     pipe.srem(keys.members(old.namespace), old.id)
                     pipe.hdel(keys.deadlines(old.namespace), old.id)
             for item in batch:
@@ -487,7 +500,9 @@ class RedisBackend(BaseBackend):
         watch = [keys.item(i) for i in item_ids] + [keys.namespaces]
         return self._runner.transact(watch, plan)
 
-    def _rewrite(self, item_ids: list[str], change: Any) -> int:
+    def _rewrite(
+        self, item_ids: list[str], change: Callable[[list[ContextItem]], list[ContextItem]]
+    ) -> int:
         """Rewrite stored items by ``change(items)`` in one transaction, keeping their expiry.
 
         For writes that leave indexed text alone (access counts, archive marks, new vectors):

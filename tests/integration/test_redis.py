@@ -7,7 +7,10 @@ database, which other tests use at the same time.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -113,6 +116,52 @@ class TestSharing:
         other.add(_item("a1"))
         assert other.drop() > 0
         assert ours.get("a1") is not None
+
+
+_WRITER = """
+import sys
+from agent_engine.errors import DuplicateItemError
+from agent_engine.memory.redis import RedisBackend
+from agent_engine.models import ContextItem
+
+url, prefix, name = sys.argv[1:4]
+def item(item_id):
+    return ContextItem(id=item_id, kind="note", text=item_id, namespace="task:shared")
+with RedisBackend(url, prefix=prefix) as backend:
+    for batch in range(20):
+        backend.add_many([item(f"{name}-{batch}-{n}") for n in range(5)])
+    try:
+        backend.add(item("contested"))
+        print("won")
+    except DuplicateItemError:
+        print("lost")
+"""
+
+
+class TestProcesses:
+    def test_executor_processes_share_one_namespace(self, url, prefix, open_redis):
+        """Processes writing one namespace at once lose nothing; one of them wins a shared id.
+
+        The scope's counter ends at the number of writes that landed: each bumped it once.
+        """
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        runs = [
+            subprocess.Popen(  # noqa: S603 - our own interpreter and script
+                [sys.executable, "-c", _WRITER, url, prefix, name],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for name in ("one", "two", "three")
+        ]
+        outcomes = sorted(run.communicate(timeout=60)[0].strip() for run in runs)
+        assert [run.returncode for run in runs] == [0, 0, 0]
+        assert outcomes == ["lost", "lost", "won"]
+        backend = open_redis()
+        assert backend.count({"namespace": "task:shared"}) == 3 * 20 * 5 + 1
+        assert backend._scope_versions(("task:shared", Tier.PROJECT)) == {
+            ("task:shared", Tier.PROJECT): 3 * 20 + 1
+        }
 
 
 class TestExpiry:
