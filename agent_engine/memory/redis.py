@@ -156,8 +156,11 @@ class RedisBackend(BaseBackend):
                 f"not a Redis URL: {self.url!r} ({error})", backend=NAME
             ) from error
         self._runner = Runner(client)
-        self._audit_store = RedisAuditStore(self._runner, self._keys, self._ttl_ms)
-        self._conflict_store = RedisConflictStore(self._runner, self._keys, self._ttl_ms)
+        # Typed twice: the base class knows the protocols, erase and removals need the plans.
+        self._audit_store = self._journal = RedisAuditStore(self._runner, self._keys, self._ttl_ms)
+        self._conflict_store = self._conflicts = RedisConflictStore(
+            self._runner, self._keys, self._ttl_ms
+        )
         try:
             meta = self._runner.read(self._read_meta)
             if meta.reembedding is not None:
@@ -429,7 +432,7 @@ class RedisBackend(BaseBackend):
     def _plan_removal(self, pipe: Pipe, found: dict[str, ContextItem]) -> Finish[Written]:
         """Watch and read what removing ``found`` changes; queue it (``MULTI`` is sent here)."""
         keys = self._keys
-        discard = self._conflict_store_.plan_discard(pipe, found)
+        discard = self._conflicts.plan_discard(pipe, found)
         scopes = [(item.namespace, item.tier) for item in found.values()]
         refresh = self._plan_refresh(pipe, {namespace for namespace, _ in scopes})
         pipe.multi()
@@ -441,18 +444,6 @@ class RedisBackend(BaseBackend):
         refresh(pipe)
         fields = self._queue_bumps(pipe, scopes)
         return lambda results: Written(len(found), _versions(fields, results))
-
-    @property
-    def _conflict_store_(self) -> RedisConflictStore:
-        store = self._conflict_store
-        assert isinstance(store, RedisConflictStore)  # noqa: S101 - set by the constructor
-        return store
-
-    @property
-    def _audit_store_(self) -> RedisAuditStore:
-        store = self._audit_store
-        assert isinstance(store, RedisAuditStore)  # noqa: S101 - set by the constructor
-        return store
 
     def _remove(self, item_ids: list[str]) -> Written:
         def plan(pipe: Pipe) -> Finish[Written]:
@@ -490,7 +481,7 @@ class RedisBackend(BaseBackend):
                 for item in self._get(pipe, others).values()
                 if (redacted := self._redact_provenance(item, tokens)) is not None
             ]
-            _, redact = self._audit_store_.plan_redact(pipe, tokens)
+            _, redact = self._journal.plan_redact(pipe, tokens)
             finish = self._plan_removal(pipe, found)
             for item in rewritten:
                 pipe.set(keys.item(item.id), encode_item(item), keepttl=True)
