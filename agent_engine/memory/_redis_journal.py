@@ -26,9 +26,11 @@ from agent_engine.memory._redis_layout import (
     Keys,
     Pipe,
     Runner,
+    decode_item,
     decode_json,
     encode_json,
-    now_ms,
+    live_namespaces,
+    queue_namespace,
 )
 from agent_engine.memory.audit import check_namespace, check_window, redact_event, wanted_actions
 from agent_engine.memory.conflicts import (
@@ -40,7 +42,7 @@ from agent_engine.memory.conflicts import (
     check_scope_read,
     newest_first,
 )
-from agent_engine.models import AuditAction, AuditEvent, Tier
+from agent_engine.models import AuditAction, AuditEvent, ContextItem, Tier
 from agent_engine.serde import from_dict, to_dict
 
 __all__ = ["Queue", "RedisAuditStore", "RedisConflictStore"]
@@ -57,16 +59,15 @@ class _Shared:
     keys: Keys
     ttl_ms: int | None
 
-    def namespaces(self, pipe: Any) -> list[str]:
-        """Every namespace written, read through ``pipe`` or the client."""
-        return sorted(pipe.smembers(self.keys.namespaces))
+    def namespaces(self, client: Any) -> list[str]:
+        """Every live namespace, read through ``client`` (or a watching pipe)."""
+        return live_namespaces(client, self.keys)
 
-    def expire(self, pipe: Pipe, namespace: str) -> None:
-        """Queue the namespace's record hashes' expiry, when the store has one."""
+    def expire(self, pipe: Pipe, key: str, namespace: str) -> None:
+        """Queue a namespace's record hash's expiry, and the note that the namespace lives."""
+        queue_namespace(pipe, self.keys, namespace, self.ttl_ms)
         if self.ttl_ms is not None:
-            at = now_ms() + self.ttl_ms
-            pipe.pexpireat(self.keys.audit(namespace), at)
-            pipe.pexpireat(self.keys.conflicts(namespace), at)
+            pipe.pexpire(key, self.ttl_ms)
 
 
 class RedisAuditStore:
@@ -83,9 +84,8 @@ class RedisAuditStore:
 
         def plan(pipe: Pipe) -> Finish[None]:
             pipe.multi()
-            pipe.sadd(keys.namespaces, event.namespace)
             pipe.hset(keys.audit(event.namespace), event.id, encode_json(to_dict(event)))
-            self._shared.expire(pipe, event.namespace)
+            self._shared.expire(pipe, keys.audit(event.namespace), event.namespace)
             return lambda _: None
 
         self._shared.runner.transact([], plan)
@@ -200,7 +200,12 @@ class RedisAuditStore:
 
 
 class RedisConflictStore:
-    """Implements :class:`~agent_engine.memory.conflicts.ConflictStore` in the backend's Redis."""
+    """Implements :class:`~agent_engine.memory.conflicts.ConflictStore` in the backend's Redis.
+
+    A conflict lives in its namespace's hash. One that names an item of another namespace is
+    also noted in that namespace's ``x:`` hash, so the conflicts of some items are found in
+    their own namespaces and those notes, never by visiting every namespace.
+    """
 
     def __init__(self, runner: Runner, keys: Keys, ttl_ms: int | None) -> None:
         self._shared = _Shared(runner, keys, ttl_ms)
@@ -212,15 +217,16 @@ class RedisConflictStore:
             return
         keys = self._shared.keys
         named = list(dict.fromkeys(i for c in batch for i in c.item_ids))
-        watch = [keys.item(i) for i in named] + [keys.conflict_namespaces]
+        watch = [keys.item(i) for i in named] + [keys.conflicts(c.namespace) for c in batch]
 
         def plan(pipe: Pipe) -> Finish[None]:
             held = pipe.mget([keys.item(i) for i in named])
             missing = next((i for i, raw in zip(named, held, strict=True) if raw is None), None)
             if missing is not None:
                 raise ItemNotFoundError(missing)
+            home = {i: decode_item(raw).namespace for i, raw in zip(named, held, strict=True)}
             for conflict in batch:
-                if self._find(pipe, conflict.id) is not None:
+                if pipe.hexists(keys.conflicts(conflict.namespace), conflict.id):
                     raise ValidationError(
                         f"a conflict with id {conflict.id!r} is already recorded",
                         field="id",
@@ -228,37 +234,39 @@ class RedisConflictStore:
                     )
             pipe.multi()
             for conflict in batch:
-                pipe.sadd(keys.namespaces, conflict.namespace)
-                pipe.hset(keys.conflict_namespaces, conflict.id, conflict.namespace)
-                pipe.hset(keys.conflicts(conflict.namespace), conflict.id, _encode(conflict))
-                self._shared.expire(pipe, conflict.namespace)
+                key = keys.conflicts(conflict.namespace)
+                pipe.hset(key, conflict.id, _encode(conflict))
+                self._shared.expire(pipe, key, conflict.namespace)
+                for item_id in conflict.item_ids:
+                    if home[item_id] != conflict.namespace:
+                        crossing = keys.crossing(home[item_id])
+                        pipe.hset(crossing, conflict.id, conflict.namespace)
+                        self._shared.expire(pipe, crossing, home[item_id])
             return lambda _: None
 
         self._shared.runner.transact(watch, plan)
 
-    def _find(self, client: Any, conflict_id: str) -> Conflict | None:
-        namespace = client.hget(self._shared.keys.conflict_namespaces, conflict_id)
-        if namespace is None:
-            return None
-        text = client.hget(self._shared.keys.conflicts(namespace), conflict_id)
-        return None if text is None else _decode(text)
+    def _home(self, client: Any, conflict_id: str) -> str | None:
+        """The namespace holding a conflict, looked up in every live namespace at once."""
+        keys = self._shared.keys
+        names = self._shared.namespaces(client)
+        with client.pipeline(transaction=False) as batch:
+            for name in names:
+                batch.hexists(keys.conflicts(name), conflict_id)
+            found = batch.execute()
+        return next((name for name, there in zip(names, found, strict=True) if there), None)
 
     def get(self, conflict_id: str) -> Conflict | None:
         """The conflict with this id, or ``None``."""
         check_id(conflict_id)
-        return self._shared.runner.read(lambda client: self._find(client, conflict_id))
-
-    def _load(self, namespaces: list[str] | None) -> list[Conflict]:
         keys = self._shared.keys
 
-        def work(client: Any) -> list[str]:
-            names = namespaces if namespaces is not None else self._shared.namespaces(client)
-            texts: list[str] = []
-            for name in names:
-                texts.extend(client.hvals(keys.conflicts(name)))
-            return texts
+        def work(client: Any) -> Conflict | None:
+            home = self._home(client, conflict_id)
+            text = None if home is None else client.hget(keys.conflicts(home), conflict_id)
+            return None if text is None else _decode(text)
 
-        return [_decode(text) for text in self._shared.runner.read(work)]
+        return self._shared.runner.read(work)
 
     def of_scope(
         self,
@@ -270,9 +278,11 @@ class RedisConflictStore:
     ) -> list[Conflict]:
         """One scope's conflicts, newest first (ties by id, newest first)."""
         wanted = check_scope_read(namespace, tier, limit)
+        key = self._shared.keys.conflicts(namespace)
+        texts = self._shared.runner.read(lambda client: client.hvals(key))
         found = [
             c
-            for c in self._load([namespace])
+            for c in map(_decode, texts)
             if c.tier is wanted and (include_resolved or not c.resolved)
         ]
         return newest_first(found)[:limit]
@@ -280,14 +290,26 @@ class RedisConflictStore:
     def of_items(
         self, item_ids: Iterable[str], *, include_resolved: bool = False
     ) -> list[Conflict]:
-        """The conflicts naming any of ``item_ids``, newest first (unresolved unless asked)."""
-        ids = set(check_item_ids(item_ids))
+        """The conflicts naming any of ``item_ids``, newest first (unresolved unless asked).
+
+        Read where they can be: the items' own namespaces and the notes those keep of other
+        namespaces' conflicts (an item that is not stored has none: they go with it).
+        """
+        ids = check_item_ids(item_ids)
         if not ids:
             return []
+        keys = self._shared.keys
+
+        def work(client: Any) -> list[Conflict]:
+            held = client.mget([keys.item(i) for i in ids])
+            homes = {decode_item(raw).namespace for raw in held if raw is not None}
+            return list(_conflicts_in(client, keys, homes).values())
+
+        wanted = set(ids)
         found = [
             c
-            for c in self._load(None)
-            if ids.intersection(c.item_ids) and (include_resolved or not c.resolved)
+            for c in self._shared.runner.read(work)
+            if wanted.intersection(c.item_ids) and (include_resolved or not c.resolved)
         ]
         return newest_first(found)
 
@@ -299,44 +321,60 @@ class RedisConflictStore:
         """
         check_resolve(conflict_id, kept, at)
         keys = self._shared.keys
-        namespace = self._shared.runner.read(
-            lambda client: client.hget(keys.conflict_namespaces, conflict_id)
-        )
-        if namespace is None:
+        home = self._shared.runner.read(lambda client: self._home(client, conflict_id))
+        if home is None:
             return None
 
         def plan(pipe: Pipe) -> Finish[Conflict | None]:
-            text = pipe.hget(keys.conflicts(namespace), conflict_id)
+            text = pipe.hget(keys.conflicts(home), conflict_id)
             conflict = None if text is None else _decode(text)
+            pipe.multi()
             if conflict is None or conflict.resolved or kept not in conflict.item_ids:
-                pipe.multi()
                 return lambda _: None
             resolved = attrs.evolve(conflict, resolved_at=at, kept=kept)
-            pipe.multi()
-            pipe.hset(keys.conflicts(namespace), conflict_id, _encode(resolved))
+            pipe.hset(keys.conflicts(home), conflict_id, _encode(resolved))
             return lambda _: resolved
 
-        return self._shared.runner.transact([keys.conflicts(namespace)], plan)
+        return self._shared.runner.transact([keys.conflicts(home)], plan)
 
-    def plan_discard(self, pipe: Pipe, item_ids: Iterable[str]) -> Queue:
-        """Watch and read every conflict; return the writes removing those naming ``item_ids``."""
+    def plan_discard(self, pipe: Pipe, removed: Mapping[str, ContextItem]) -> Queue:
+        """Watch and read the conflicts that may name ``removed``; return the writes removing them.
+
+        Those are in the removed items' namespaces, and in the namespaces their ``x:`` notes
+        name; ``pipe`` is watching, so a conflict recorded meanwhile makes the write run again.
+        """
         keys = self._shared.keys
-        ids = set(item_ids)
-        names = self._shared.namespaces(pipe)
-        if names:
-            pipe.watch(*(keys.conflicts(name) for name in names))
-        doomed: list[tuple[str, str]] = []
-        for name in names:
-            for conflict_id, text in pipe.hgetall(keys.conflicts(name)).items():
-                if ids.intersection(_decode(text).item_ids):
-                    doomed.append((name, conflict_id))
+        homes = {item.namespace for item in removed.values()}
+        found = _conflicts_in(pipe, keys, homes, watch=True)
+        doomed = [c for c in found.values() if set(removed).intersection(c.item_ids)]
 
         def queue(pipe: Pipe) -> None:
-            for name, conflict_id in doomed:
-                pipe.hdel(keys.conflicts(name), conflict_id)
-                pipe.hdel(keys.conflict_namespaces, conflict_id)
+            for conflict in doomed:
+                pipe.hdel(keys.conflicts(conflict.namespace), conflict.id)
+                for home in homes:
+                    pipe.hdel(keys.crossing(home), conflict.id)
 
         return queue
+
+
+def _conflicts_in(
+    client: Any, keys: Keys, homes: set[str], *, watch: bool = False
+) -> dict[str, Conflict]:
+    """The conflicts of ``homes`` and of the namespaces their ``x:`` notes name, by id."""
+    ordered = sorted(homes)
+    if watch and ordered:
+        client.watch(*(keys.crossing(home) for home in ordered))
+    names = set(ordered)
+    for home in ordered:
+        names.update(client.hvals(keys.crossing(home)))
+    found: dict[str, Conflict] = {}
+    if watch and names:
+        client.watch(*(keys.conflicts(name) for name in sorted(names)))
+    for name in sorted(names):
+        for text in client.hvals(keys.conflicts(name)):
+            conflict = _decode(text)
+            found[conflict.id] = conflict
+    return found
 
 
 def _encode(conflict: Conflict) -> str:

@@ -10,9 +10,10 @@ Per store:
 * ``d:<namespace>``: each of the namespace's items that carries an ``expires_at`` still to
   come, with that instant (milliseconds), so a refreshed namespace expiry never outlives it;
 * ``a:<namespace>``: the namespace's audit events by id; ``c:<namespace>``: its conflicts
-  by id, and ``conflict-ns``: each conflict's namespace by conflict id;
-* ``namespaces``: every namespace ever written (an unscoped read visits each);
-* ``versions``: the change counter of each ``(namespace, tier)`` scope;
+  by id; ``x:<namespace>``: the conflicts of other namespaces that name one of its items;
+* ``v:<namespace>``: the change counter of each of the namespace's tiers;
+* ``namespaces``: every live namespace, scored by when it expires (an unscoped read visits
+  each; writes drop the names whose time is long past);
 * ``meta``: the recorded embedder and a re-embedding under way.
 
 :class:`Runner` runs reads and optimistic transactions (``WATCH``, reads, ``MULTI``/``EXEC``,
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from agent_engine.errors import BackendError, BackendUnavailableError
-from agent_engine.models import ContextItem, Tier
+from agent_engine.models import ContextItem
 from agent_engine.serde import from_dict, to_dict
 
 if TYPE_CHECKING:
@@ -49,9 +50,9 @@ __all__ = [
     "decode_json",
     "encode_item",
     "encode_json",
+    "live_namespaces",
     "now_ms",
-    "scope_field",
-    "split_scope_field",
+    "queue_namespace",
 ]
 
 T = TypeVar("T")
@@ -69,6 +70,8 @@ cannot express (they say ``bytes | str`` everywhere).
 Finish = Callable[[list[Any]], T]
 """What a transaction's plan returns: turns ``EXEC``'s results into the call's result."""
 
+_GRACE_MS = 60_000
+"""How long after its expiry a namespace is still visited (another machine's clock may lag)."""
 _ATTEMPTS = 200
 """Optimistic attempts before a write gives up (each one lost to a concurrent writer)."""
 
@@ -99,20 +102,18 @@ class Keys:
         """The hash of a namespace's conflicts."""
         return f"{self.prefix}c:{namespace}"
 
-    @property
-    def conflict_namespaces(self) -> str:
-        """The hash of each conflict's namespace, by conflict id."""
-        return f"{self.prefix}conflict-ns"
+    def crossing(self, namespace: str) -> str:
+        """The hash of other namespaces' conflicts naming this one's items (id: namespace)."""
+        return f"{self.prefix}x:{namespace}"
+
+    def versions(self, namespace: str) -> str:
+        """The hash of a namespace's change counters, by tier."""
+        return f"{self.prefix}v:{namespace}"
 
     @property
     def namespaces(self) -> str:
-        """The set of every namespace written."""
+        """The sorted set of live namespaces, scored by their expiry (ms; ``inf``: none)."""
         return f"{self.prefix}namespaces"
-
-    @property
-    def versions(self) -> str:
-        """The hash of scope change counters."""
-        return f"{self.prefix}versions"
 
     @property
     def meta(self) -> str:
@@ -126,6 +127,8 @@ class Keys:
             self.deadlines(namespace),
             self.audit(namespace),
             self.conflicts(namespace),
+            self.crossing(namespace),
+            self.versions(namespace),
         ]
 
     def pattern(self) -> str:
@@ -134,16 +137,22 @@ class Keys:
         return f"{escaped}*"
 
 
-def scope_field(namespace: str, tier: Tier | str) -> str:
-    """The ``versions`` field of a scope: ``<tier>:<namespace>`` (tiers hold no colon)."""
-    value = tier.value if isinstance(tier, Tier) else tier
-    return f"{value}:{namespace}"
+def live_namespaces(client: Any, keys: Keys) -> list[str]:
+    """The namespaces whose keys may still exist (a minute's grace for clocks that differ)."""
+    return sorted(client.zrangebyscore(keys.namespaces, now_ms() - _GRACE_MS, "+inf"))
 
 
-def split_scope_field(field: str) -> tuple[str, Tier]:
-    """The ``(namespace, tier)`` of a ``versions`` field."""
-    tier, _, namespace = field.partition(":")
-    return namespace, Tier(tier)
+def queue_namespace(pipe: Any, keys: Keys, namespace: str, ttl_ms: int | None) -> None:
+    """Queue the note that ``namespace`` lives until ``ttl_ms`` from now (or for good).
+
+    The score only grows (``GT``): what else of the namespace was written lives as long as its
+    own expiry says. Names whose expiry is long past are dropped on the way, so the set holds
+    the live namespaces, however many tasks came and went.
+    """
+    at = now_ms()
+    score = float("inf") if ttl_ms is None else float(at + ttl_ms)
+    pipe.zadd(keys.namespaces, {namespace: score}, gt=True)
+    pipe.zremrangebyscore(keys.namespaces, "-inf", at - _GRACE_MS)
 
 
 def encode_json(value: Any) -> str:

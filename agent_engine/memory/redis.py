@@ -51,9 +51,9 @@ from agent_engine.memory._redis_layout import (
     decode_json,
     encode_item,
     encode_json,
+    live_namespaces,
     now_ms,
-    scope_field,
-    split_scope_field,
+    queue_namespace,
 )
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
@@ -265,7 +265,7 @@ class RedisBackend(BaseBackend):
         if ids is not None:
             return sorted(ids)
         if namespaces is None:
-            namespaces = set(client.smembers(self._keys.namespaces))
+            namespaces = set(live_namespaces(client, self._keys))
         if not namespaces:
             return []
         return sorted(client.sunion([self._keys.members(name) for name in namespaces]))
@@ -310,17 +310,25 @@ class RedisBackend(BaseBackend):
 
     def _scope_versions(self, key: tuple[str | None, Tier | None]) -> ScopeVersions:
         namespace, tier = key
-        if namespace is not None and tier is not None:
-            field = scope_field(namespace, tier)
-            value = self._runner.read(lambda client: client.hget(self._keys.versions, field))
-            return {} if value is None else {(namespace, tier): int(value)}
-        stored = self._runner.read(lambda client: client.hgetall(self._keys.versions))
-        versions: dict[tuple[str, Tier], int] = {}
-        for field, value in stored.items():
-            scope = split_scope_field(field)
-            if (namespace is None or scope[0] == namespace) and (tier is None or scope[1] is tier):
-                versions[scope] = int(value)
-        return versions
+        keys = self._keys
+
+        def work(client: Any) -> ScopeVersions:
+            if namespace is not None and tier is not None:
+                value = client.hget(keys.versions(namespace), tier.value)
+                return {} if value is None else {(namespace, tier): int(value)}
+            names = [namespace] if namespace is not None else live_namespaces(client, keys)
+            with client.pipeline(transaction=False) as batch:
+                for name in names:
+                    batch.hgetall(keys.versions(name))
+                counters = batch.execute()
+            return {
+                (name, Tier(field)): int(value)
+                for name, values in zip(names, counters, strict=True)
+                for field, value in values.items()
+                if tier is None or field == tier.value
+            }
+
+        return self._runner.read(work)
 
     def _scan_vectors(self, where: Filter, chunk: int) -> Iterator[tuple[list[str], Matrix]]:
         """The matching vectors of the namespaces ``where`` names, scored in this process."""
@@ -345,10 +353,18 @@ class RedisBackend(BaseBackend):
         return min(spans) if spans else None
 
     def _plan_refresh(self, pipe: Pipe, namespaces: set[str]) -> Queue:
-        """Read what a namespace expiry covers; return the writes that start it again."""
-        if self._ttl_ms is None or not namespaces:
-            return lambda _: None
+        """Read what a namespace expiry covers; return the writes that start it again.
+
+        Without ``ttl`` they only note that the namespaces live (for good).
+        """
         keys = self._keys
+        if self._ttl_ms is None:
+
+            def note(pipe: Pipe) -> None:
+                for name in sorted(namespaces):
+                    queue_namespace(pipe, keys, name, None)
+
+            return note
         members = {name: sorted(pipe.smembers(keys.members(name))) for name in namespaces}
         deadlines = {name: pipe.hgetall(keys.deadlines(name)) for name in namespaces}
         ttl = self._ttl_ms
@@ -356,6 +372,7 @@ class RedisBackend(BaseBackend):
         def queue(pipe: Pipe) -> None:
             at = now_ms() + ttl
             for name in sorted(namespaces):
+                queue_namespace(pipe, keys, name, ttl)
                 for key in keys.of_namespace(name):
                     pipe.pexpireat(key, at)
                 own = deadlines[name]
@@ -380,11 +397,27 @@ class RedisBackend(BaseBackend):
         else:
             pipe.hset(keys.deadlines(item.namespace), item.id, own)
 
-    def _queue_bumps(self, pipe: Pipe, scopes: Iterable[tuple[str, Tier]]) -> list[str]:
-        fields = sorted({scope_field(namespace, tier) for namespace, tier in scopes})
-        for field in fields:
-            pipe.hincrby(self._keys.versions, field, 1)
-        return fields
+    def _queue_bumps(
+        self, pipe: Pipe, scopes: Iterable[tuple[str, Tier]]
+    ) -> Callable[[list[Any]], ScopeVersions]:
+        """Queue one increment of each scope's counter; return what reads the new values.
+
+        A counter that does not exist yet starts from the clock (in ms) when namespaces
+        expire: a namespace that expired and was written again never repeats a counter value
+        a process may have cached before it expired.
+        """
+        pairs = sorted({(namespace, tier) for namespace, tier in scopes})
+        keys = self._keys
+        base = 0 if self._ttl_ms is None else now_ms()
+        for namespace, tier in pairs:
+            pipe.hsetnx(keys.versions(namespace), tier.value, base)
+        start = len(pipe)
+        for namespace, tier in pairs:
+            pipe.hincrby(keys.versions(namespace), tier.value, 1)
+        return lambda results: {
+            pair: int(value)
+            for pair, value in zip(pairs, results[start : start + len(pairs)], strict=True)
+        }
 
     def _insert(self, items: list[ContextItem]) -> Written:
         return self._insert_and_replace(items, [])
@@ -415,7 +448,6 @@ class RedisBackend(BaseBackend):
             pipe.multi()
             if identity is not None:
                 pipe.hset(keys.meta, _EMBEDDER, _identity_json(identity))
-            pipe.sadd(keys.namespaces, *{namespace for namespace, _ in scopes})
             moved_to = {item.id: item.namespace for item in replaces}
             for old in stored.values():
                 if moved_to[old.id] != old.namespace:
@@ -423,9 +455,9 @@ class RedisBackend(BaseBackend):
                     pipe.hdel(keys.deadlines(old.namespace), old.id)
             for item in batch:
                 self._queue_store(pipe, item, now)
+            versions = self._queue_bumps(pipe, scopes)
             refresh(pipe)
-            fields = self._queue_bumps(pipe, scopes)
-            return lambda results: Written(len(batch), _versions(fields, results))
+            return lambda results: Written(len(batch), versions(results))
 
         return self._runner.transact(watch, plan)
 
@@ -441,9 +473,9 @@ class RedisBackend(BaseBackend):
             pipe.srem(keys.members(item.namespace), item.id)
             pipe.hdel(keys.deadlines(item.namespace), item.id)
         discard(pipe)
+        versions = self._queue_bumps(pipe, scopes)
         refresh(pipe)
-        fields = self._queue_bumps(pipe, scopes)
-        return lambda results: Written(len(found), _versions(fields, results))
+        return lambda results: Written(len(found), versions(results))
 
     def _remove(self, item_ids: list[str]) -> Written:
         def plan(pipe: Pipe) -> Finish[Written]:
@@ -639,11 +671,6 @@ def _own_deadline(item: ContextItem, now: int) -> int | None:
 def _vector(item: ContextItem) -> Vector:
     assert item.embedding is not None  # noqa: S101 - only items with vectors are scanned
     return item.embedding
-
-
-def _versions(fields: list[str], results: list[Any]) -> ScopeVersions:
-    counters = results[len(results) - len(fields) :] if fields else []
-    return {split_scope_field(f): int(v) for f, v in zip(fields, counters, strict=True)}
 
 
 def _identity(text: str | None) -> EmbedderIdentity | None:

@@ -79,6 +79,21 @@ class TestSharing:
         second.conflicts.record([conflict])
         assert first.conflicts.get(conflict.id) == conflict
 
+    def test_a_conflict_across_namespaces_goes_with_either_item(self, open_redis):
+        """A conflict naming an item of another namespace is found from it, and removed with it."""
+        from agent_engine.memory.conflicts import Conflict  # noqa: PLC0415
+
+        backend = open_redis()
+        backend.add_many([_item("a1"), _item("a2"), _item("b1", namespace="task:b")])
+        across = Conflict(item_a="a1", item_b="b1", tier=Tier.PROJECT, namespace="task:a")
+        within = Conflict(item_a="a1", item_b="a2", tier=Tier.PROJECT, namespace="task:a")
+        backend.conflicts.record([across, within])
+        assert backend.conflicts.of_items(["b1"]) == [across]
+        backend.delete("b1")
+        assert backend.conflicts.get(across.id) is None
+        assert backend.conflicts.of_scope("task:a", Tier.PROJECT) == [within]
+        assert backend.client.hgetall(f"{backend.prefix}x:task:b") == {}
+
     def test_another_writer_refreshes_the_lexical_index(self, open_redis):
         """A cached BM25 index is rebuilt when another process wrote its scope."""
         reader, writer = open_redis(), open_redis()
@@ -179,6 +194,24 @@ class TestExpiry:
         assert backend.count() == 0
         keys = backend.client.keys(f"{backend.prefix}*")
         assert not [key for key in keys if "task:a" in key or "task:b" in key]
+
+    def test_a_namespace_written_again_after_expiring_never_repeats_a_counter(self, open_redis):
+        """Counters of an expired namespace start from the clock, not from 1, when rewritten.
+
+        A process that cached a lexical index before the namespace expired must not take the
+        new items' counter for the one it built at.
+        """
+        backend = open_redis(ttl=timedelta(milliseconds=250))
+        scope = ("task:a", Tier.PROJECT)
+        backend.add(_item("a1"))
+        backend.add(_item("a2"))
+        before = backend._scope_versions(scope)[scope]
+        time.sleep(0.35)
+        assert backend._scope_versions(scope) == {}
+        assert not backend.client.keys(f"{backend.prefix}*task:a")
+        backend.add(_item("a3"))
+        backend.add(_item("a4"))
+        assert backend._scope_versions(scope)[scope] > before
 
     def test_an_item_expires_at_its_own_time(self, open_redis):
         """An item whose ``expires_at`` is to come goes then; one already past is kept."""
