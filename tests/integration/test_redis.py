@@ -406,3 +406,28 @@ class TestUnreachableServer:
         expected = pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception
         with pytest.raises(expected, match="Redis is unreachable"):
             redis_server_url()
+
+
+class TestOptions:
+    @pytest.mark.parametrize(
+        ("options", "field"),
+        [
+            pytest.param({"ttl": timedelta(0)}, "ttl", id="zero-ttl"),
+            pytest.param({"ttl": 30}, "ttl", id="ttl-not-a-timedelta"),
+            pytest.param({"prefix": ""}, "prefix", id="empty-prefix"),
+        ],
+    )
+    def test_bad_options_are_refused_before_connecting(self, options, field):
+        """A bad ttl or prefix is a ValidationError naming it, before any server is asked."""
+        from agent_engine.errors import ValidationError  # noqa: PLC0415
+
+        with pytest.raises(ValidationError) as info:
+            RedisBackend(f"redis://127.0.0.1:{_free_port()}/0", **options)
+        assert info.value.field == field
+
+    def test_a_bad_ttl_in_a_url_is_refused(self):
+        """``?ttl=`` must be a number of seconds."""
+        from agent_engine.errors import ValidationError  # noqa: PLC0415
+
+        with pytest.raises(ValidationError, match="seconds"):
+            registry.backend_for_scheme("redis").open("redis://127.0.0.1/0?ttl=soon", OpenOptions())
