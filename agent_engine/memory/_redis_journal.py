@@ -143,7 +143,8 @@ class RedisAuditStore:
 
         def plan(pipe: Pipe) -> Finish[int]:
             names = self._shared.namespaces(pipe)
-            pipe.watch(*(keys.audit(name) for name in names))
+            if names:
+                pipe.watch(*(keys.audit(name) for name in names))
             events: list[AuditEvent] = []
             for name in names:
                 events.extend(
@@ -163,7 +164,7 @@ class RedisAuditStore:
                 pipe.hdel(keys.audit(event.namespace), event.id)
             return lambda _: len(doomed)
 
-        return self._shared.runner.transact([keys.namespaces], plan)
+        return self._shared.runner.transact([keys.meta], plan)
 
     def redact(self, tokens: Mapping[str, str]) -> int:
         """Replace each id of ``tokens`` by its token in every event that names it."""
@@ -176,7 +177,7 @@ class RedisAuditStore:
             queue(pipe)
             return lambda _: changed
 
-        return self._shared.runner.transact([self._shared.keys.namespaces], plan)
+        return self._shared.runner.transact([self._shared.keys.meta], plan)
 
     def plan_redact(self, pipe: Pipe, tokens: Mapping[str, str]) -> tuple[int, Queue]:
         """Watch and read the journal; return how many events change and the writes that do it."""

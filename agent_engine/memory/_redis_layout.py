@@ -117,7 +117,11 @@ class Keys:
 
     @property
     def meta(self) -> str:
-        """The hash of store facts: its embedder, a re-embedding under way."""
+        """The hash of store facts: its embedder, a re-embedding under way.
+
+        Also what a transaction that learns its keys as it reads watches first: a pipe reads
+        at once only while it watches something, and this key rarely changes.
+        """
         return f"{self.prefix}meta"
 
     def of_namespace(self, namespace: str) -> list[str]:

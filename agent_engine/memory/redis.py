@@ -493,7 +493,10 @@ class RedisBackend(BaseBackend):
             found = {item.id: item for item in self._get(pipe, ids).values() if where.matches(item)}
             return self._plan_removal(pipe, found)
 
-        return self._runner.transact([keys.namespaces], plan)
+        # The items found are watched once known; an item added meanwhile came after the
+        # clear, and stays. Watching the list of namespaces instead would make every write
+        # to any namespace start the clear over.
+        return self._runner.transact([keys.meta], plan)
 
     def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
         """Remove the items, their conflicts, and their ids from the journal and provenance.
@@ -520,7 +523,7 @@ class RedisBackend(BaseBackend):
             redact(pipe)
             return finish
 
-        watch = [keys.item(i) for i in item_ids] + [keys.namespaces]
+        watch = [keys.item(i) for i in item_ids] + [keys.meta]
         return self._runner.transact(watch, plan)
 
     def _rewrite(

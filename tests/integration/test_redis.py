@@ -236,6 +236,17 @@ class TestExpiry:
         assert backend.client.pttl(f"{backend.prefix}i:other") > 29_000
 
 
+class TestEmptyStore:
+    def test_whole_store_operations_on_an_empty_store_do_nothing(self, open_redis):
+        """Trimming, redacting, clearing and erasing a store that holds nothing change nothing."""
+        backend = open_redis()
+        assert backend.audit.trim(keep_latest=0) == 0
+        assert backend.audit.redact({"nope": "erased:0"}) == 0
+        assert backend.clear() == 0
+        assert backend.erase(["nope"]) == 0
+        assert backend.client.keys(f"{backend.prefix}*") == []
+
+
 class TestAtomicity:
     def test_a_batch_with_a_stored_id_stores_nothing(self, open_redis):
         """A duplicate in a batch leaves the store, its id sets and its counters unchanged."""
