@@ -54,7 +54,7 @@ _TICK: Final = timedelta(microseconds=1)
 _STATES: Final[Mapping[str, dict[str, object]]] = {
     "working": {"archived_at": None, "valid_to": None},
     "archived": {"archived_at": {"$exists": True}, "valid_to": None},
-    "superseded": {"valid_to": {"$exists": True}},
+    "history": {"valid_to": {"$exists": True}},
 }
 """The lifecycle states (``docs/lifecycle.md``), each as the filter that selects it."""
 
@@ -64,9 +64,10 @@ class CopyReport:
     """What :func:`copy_store` copied, counted again on both sides once it was written.
 
     ``scopes`` holds the items of each ``(namespace, tier)``, ``states`` those of each
-    lifecycle state (``working``, ``archived``, ``superseded``); ``identity`` is the embedder
-    that made the copied vectors (``None``: the source held none). ``verified`` is true once
-    the target's counts were found equal to the source's (a report is only returned then).
+    lifecycle state (``working``, ``archived``, ``history``: superseded versions);
+    ``identity`` is the embedder that made the copied vectors (``None``: the source held
+    none). ``verified`` is true once the target's counts were found equal to the source's
+    (a report is only returned then).
     """
 
     items: int

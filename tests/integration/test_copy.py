@@ -226,7 +226,7 @@ class TestCopyStore:
                 ("project:beta", Tier.PROJECT): 3,
                 ("task:alpha:ann:t1", Tier.TASK): 1,
             },
-            states={"working": 6, "archived": 1, "superseded": 1},
+            states={"working": 6, "archived": 1, "history": 1},
             identity=sqlite_source.stored_identity(),
             verified=True,
         )
