@@ -14,7 +14,14 @@ from typing import Annotated, Any
 import attrs
 import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
 from agent_engine import EmbedderIdentity, EmbeddingError
@@ -127,19 +134,34 @@ def reembed(
 
 @contextmanager
 def _progress(description: str, *, shown: bool) -> Iterator[ProgressCallback | None]:
-    """A progress bar on stderr fed by ``progress(done, total)`` (none for ``--json``)."""
+    """A progress bar on stderr fed by ``progress(done, total)`` (none for ``--json``).
+
+    The bar appears with the first report, so a command refused before it starts (a copy
+    into a filled store, say) prints its error alone.
+    """
     if not shown:
         yield None
         return
-    with Progress(
+    progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err_console(),
-    ) as progress:
-        bar = progress.add_task(description, total=None)
-        yield lambda done, total: progress.update(bar, completed=done, total=total)
+    )
+    bars: list[TaskID] = []
+
+    def report(done: int, total: int) -> None:
+        if not bars:
+            progress.start()
+            bars.append(progress.add_task(description, total=None))
+        progress.update(bars[0], completed=done, total=total)
+
+    try:
+        yield report
+    finally:
+        if bars:
+            progress.stop()
 
 
 @attrs.frozen

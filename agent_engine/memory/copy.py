@@ -32,6 +32,7 @@ import attrs
 from agent_engine._log import get_logger
 from agent_engine.embeddings import EmbedderIdentity
 from agent_engine.errors import (
+    AgentEngineError,
     CopyIncompleteError,
     DimensionMismatchError,
     EmbedderMismatchError,
@@ -93,7 +94,10 @@ def copy_store(
     target that holds items, :class:`~agent_engine.errors.ValidationError` for the source
     itself or a bad ``batch_size``, and :class:`~agent_engine.errors.EmbedderMismatchError`
     (:class:`~agent_engine.errors.DimensionMismatchError` when the sizes differ) for a
-    target bound to another embedder: all before anything is written. Items stored without
+    target bound to another embedder: all before anything is written. A failure once the
+    writing began (a lost connection, counts that differ at the end) raises
+    :class:`~agent_engine.errors.CopyIncompleteError`, with the failure as its cause.
+    Items stored without
     a vector are embedded by the target's embedder if it has one (``add_many``'s rule), so
     a target opened without an embedder keeps them as they are.
     """
@@ -108,6 +112,30 @@ def copy_store(
     total = source.count()
     if progress is not None:
         progress(0, total)
+    try:
+        scopes = _copy_items(source, target, batch_size, total, progress)
+        for page in _journal(source, batch_size):
+            for event in page:
+                target.audit.append(event)
+    except AgentEngineError as exc:
+        raise CopyIncompleteError(
+            f"the copy into {target!r} stopped ({exc}): the target is incomplete and should "
+            "be dropped; the source is untouched",
+            differences=(),
+        ) from exc
+    report = _verify(source, target, scopes, identity)
+    log.info("store copied", items=report.items, events=report.events, conflicts=report.conflicts)
+    return report
+
+
+def _copy_items(
+    source: MemoryBackend,
+    target: MemoryBackend,
+    batch_size: int,
+    total: int,
+    progress: Progress | None,
+) -> set[tuple[str, Tier]]:
+    """Write the items batch by batch, each batch's conflicts with it; return their scopes."""
     done = 0
     scopes: set[tuple[str, Tier]] = set()
     for batch in _pages(source, batch_size):
@@ -125,12 +153,7 @@ def copy_store(
         done += len(batch)
         if progress is not None:
             progress(done, max(done, total))
-    for page in _journal(source, batch_size):
-        for event in page:
-            target.audit.append(event)
-    report = _verify(source, target, scopes, identity)
-    log.info("store copied", items=report.items, events=report.events, conflicts=report.conflicts)
-    return report
+    return scopes
 
 
 def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdentity | None:

@@ -83,6 +83,7 @@ class TestDbCopy:
         assert refused.code == EXIT_ERROR
         assert "other.db" in refused.err
         assert "already holds 1 items" in refused.err
+        assert "Copying" not in refused.err
         assert [item["text"] for item in _listing(sql_cli, target)] == ["Already here"]
 
     def test_a_store_is_not_copied_onto_itself(self, sql_cli, sqlite_url, tmp_path):

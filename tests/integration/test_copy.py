@@ -15,6 +15,7 @@ from agent_engine import (
     CopyIncompleteError,
     DimensionMismatchError,
     EmbedderMismatchError,
+    EmbeddingError,
     HashingEmbedder,
     InMemoryBackend,
     Status,
@@ -340,6 +341,33 @@ class TestRefusals:
         with pytest.raises(ValidationError, match="batch_size"):
             copy_store(sqlite_source, sqlite_target, batch_size=size)
         assert sqlite_target.count() == 0
+
+    def test_a_failure_half_way_says_the_target_is_incomplete(self, sqlite_target, tmp_path):
+        """An error once writing began is reported as an incomplete copy, with its cause."""
+
+        class BrokenModel:
+            """An embedding model that fails (as a model server that went away would)."""
+
+            name = "broken"
+            dim = 4
+
+            def embed(self, texts):
+                raise EmbeddingError("the model is gone")
+
+        source = InMemoryBackend()
+        source.add_many(
+            [
+                ContextItem(id="a", kind="note", text="with a vector", embedding=np.ones(4)),
+                ContextItem(id="b", kind="note", text="without one"),
+            ]
+        )
+        url = f"sqlite:///{tmp_path / 'broken.db'}"
+        with SQLAlchemyBackend(url, embedder=BrokenModel(), create=True) as target:
+            with pytest.raises(CopyIncompleteError, match="incomplete") as caught:
+                copy_store(source, target, batch_size=1)
+            assert isinstance(caught.value.__cause__, EmbeddingError)
+            assert [item.id for item in _everything(target)] == ["a"]
+        assert len(_everything(source)) == 2
 
     def test_a_target_that_drops_items_fails_verification(self, sqlite_source, sqlite_target):
         """Counts that differ after the copy raise, saying the target is incomplete."""
