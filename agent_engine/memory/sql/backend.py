@@ -41,6 +41,7 @@ from agent_engine.memory.backend import (
     REEMBED_COMMAND,
     BaseBackend,
     ScopeVersions,
+    SearchHit,
     Written,
     binding_identity,
     check_identity,
@@ -602,6 +603,10 @@ class SQLAlchemyBackend(BaseBackend):
             return marked
 
         return self._write(work)
+
+    def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """Every query in one scan of the matching vectors (see ``_scan_search``)."""
+        return self._scan_search(queries, k, where)
 
     def _scan_vectors(self, where: Filter, chunk: int) -> Iterator[tuple[list[str], Matrix]]:
         """Matching vectors in id order, one keyset-paginated query per chunk.
