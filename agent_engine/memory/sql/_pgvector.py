@@ -86,7 +86,6 @@ _EF_SEARCH_MAX = 1000  # pgvector's upper bound for hnsw.ef_search
 _EF_SEARCH_MIN = 40  # its default
 _INDEX_LOCK = 0x61655F686E73  # "ae_hns": serializes index creation across processes
 _COPY_CHUNK = 1000
-_LOG = get_logger(component="sql", feature="pgvector")
 
 
 def vector_literal(vector: Any) -> str:
@@ -190,7 +189,7 @@ def blobs_to_vectors(connection: sa.Connection, dim: int | None) -> int:
     the extension (logged, with the way to get it). Returns how many vectors were carried
     over; with ``dim`` (the store's recorded dimension) its HNSW index is created too.
     """
-    log = _LOG.bind(step="upgrade")
+    log = get_logger(component="sql", feature="pgvector")
     if connection.dialect.name != "postgresql" or holds_pgvector(connection):
         return 0
     if not _enable(connection, log):
@@ -308,21 +307,22 @@ def search_statement(
 ) -> sa.Select[Any]:
     """One ``SELECT`` of the ``k`` matching items nearest ``query``, with their distance.
 
-    The ordering is the index's expression, so the planner can read the HNSW index in
-    distance order; ``exact`` adds zero to it, which no index can serve: the matching rows
-    (found through the filter's own indexes) are all measured and sorted.
+    The ordering is the index's expression alone, so the planner can read the HNSW index
+    in distance order; ``exact`` adds zero to it, which no index can serve: the matching
+    rows (found through the filter's own indexes) are all measured and sorted, ties by id.
     """
     dim = int(np.asarray(query).shape[0])
     typed = _vector_type(dim)
     stored = sa.cast(items.c.embedding, typed)
     probe = sa.cast(sa.bindparam("probe", vector_literal(query), type_=sa.Text()), typed)
     distance = stored.op("<=>", return_type=sa.Float())(probe)
-    ordering = distance + sa.literal_column("0") if exact else distance
+    # An ordering operator reads the index only as the whole ORDER BY: no id after it.
+    ordering = [distance + sa.literal_column("0"), items.c.id] if exact else [distance]
     dims = sa.func.vector_dims(items.c.embedding) == sa.literal_column(str(dim))
     return (
         sa.select(*items.c, distance.label("distance"))
         .where(where, items.c.embedding.is_not(None), dims)
-        .order_by(ordering, items.c.id)
+        .order_by(*ordering)
         .limit(k)
     )
 
