@@ -18,6 +18,8 @@ HEAVY = frozenset(
     {
         "alembic",
         "faiss",
+        "pgserver",
+        "pgvector",
         "psycopg",
         "psycopg2",
         "sentence_transformers",
@@ -26,7 +28,8 @@ HEAVY = frozenset(
         "transformers",
     }
 )
-"""Top-level packages that only the SQL backend, FAISS or a model-backed embedder need."""
+"""Top-level packages that only the SQL backend, FAISS, a model-backed embedder or the tests'
+pgvector server need."""
 
 _REPORT = (
     "import json, sys; "

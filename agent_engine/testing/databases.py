@@ -69,9 +69,9 @@ def pgvector_server() -> Iterator[str]:
         with warnings.catch_warnings():
             # platformdirs, asked for a runtime folder, warns where XDG_RUNTIME_DIR is unset.
             warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
-            import pgserver  # noqa: PLC0415 - a test dependency, needed here only
+            from pgserver.postgres_server import get_server  # noqa: PLC0415 - tests only
 
-            server = pgserver.get_server(folder, cleanup_mode="delete")
+            server = get_server(folder, cleanup_mode="delete")
     except Exception as error:  # noqa: BLE001 - any failure to start means no server
         shutil.rmtree(folder, ignore_errors=True)
         _unavailable(f"cannot start a PostgreSQL server with pgvector in {folder}: {error}")
