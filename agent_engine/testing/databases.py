@@ -21,6 +21,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 from urllib.parse import quote
 
@@ -64,8 +65,9 @@ def _unavailable(message: str) -> NoReturn:
 @contextmanager
 def pgvector_server() -> Iterator[str]:
     """Start a PostgreSQL server with pgvector in a temporary folder; yield its URL; stop it."""
-    folder = tempfile.mkdtemp(prefix="ae-pgvector-")
+    folder = str(Path(tempfile.gettempdir()) / "ae-pgvector-...")
     try:
+        folder = tempfile.mkdtemp(prefix="ae-pgvector-")
         with warnings.catch_warnings():
             # platformdirs, asked for a runtime folder, warns where XDG_RUNTIME_DIR is unset.
             warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")

@@ -7,6 +7,8 @@ PostgreSQL server for what a server without the extension does; either fails und
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import pytest
 import sqlalchemy as sa
@@ -21,7 +23,7 @@ from agent_engine.memory.sql._filters import where_clause
 from agent_engine.memory.sql._migrate import downgrade
 from agent_engine.memory.sql._pgvector import search_statement
 from agent_engine.models import ContextItem
-from agent_engine.testing.databases import postgres_schema
+from agent_engine.testing.databases import pgvector_server, postgres_schema
 from tests.integration.conftest import statements
 
 PREVIOUS_HEAD = "0006"
@@ -239,3 +241,25 @@ class TestWithoutTheExtension:
         assert {entry["search"] for entry in said} == {"scan"}
         assert any("pgvector" in entry.get("detail", "") for entry in said)
         assert any(entry.get("reason") == "no pgvector on server" for entry in said)
+
+
+class TestServerStart:
+    def test_a_server_that_cannot_start_fails_under_ci_and_skips_elsewhere(
+        self, monkeypatch, tmp_path
+    ):
+        """No folder for the server (the temporary folder is a file): no silent skip in CI."""
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        monkeypatch.setattr(tempfile, "tempdir", str(blocker))
+        monkeypatch.setenv("CI", "true")
+        with (
+            pytest.raises(pytest.fail.Exception, match="cannot start a PostgreSQL server"),
+            pgvector_server(),
+        ):
+            pass
+        monkeypatch.setenv("CI", "")
+        with (
+            pytest.raises(pytest.skip.Exception, match="cannot start a PostgreSQL server"),
+            pgvector_server(),
+        ):
+            pass

@@ -27,7 +27,9 @@ HNSW is approximate, and pgvector filters its candidates after the index scan (t
 package's minimum, pgvector 0.5, has no iterative scans): a search sets ``hnsw.ef_search``
 to at least ``k``, and when the statement returns fewer than ``k`` hits (a selective filter,
 or fewer matches than ``k``) it is repeated once as an exact scan of the matching rows,
-which the index cannot serve, so no match is ever missed for lack of candidates.
+which the index cannot serve, so no match is ever missed for lack of candidates. An ordering
+operator reads the index only when it is the whole ``ORDER BY``, so ties are not broken by
+id in SQL: the backend asks for :func:`candidates` rows, more than ``k``, and rescores them.
 
 Values cross the driver as the blob codec's bytes (:mod:`._rows` is the same on every
 store): :func:`register_adapters` teaches each connection of a pgvector store to send a
