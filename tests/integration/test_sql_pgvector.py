@@ -160,6 +160,28 @@ class TestSearch:
                 narrow = {"id": {"$in": [f"v{n:04d}" for n in range(0, 300, 7)]}}
                 assert _ranking(pgvector, query, 30, narrow) == _ranking(scan, query, 30, narrow)
 
+    def test_a_filter_the_index_candidates_miss_is_answered_exactly(self, pgvector_db):
+        """With the index forced, a namespace far from the query still gets its k matches."""
+        forced = pgvector_db.replace("options=", "options=-cenable_seqscan%3Doff%20")
+        assert forced != pgvector_db
+        query = np.ones(16, dtype=np.float32)
+        rng = np.random.default_rng(11)
+        near = query + rng.normal(scale=0.1, size=(400, 16)).astype(np.float32)
+        far = -query + rng.normal(scale=0.1, size=(5, 16)).astype(np.float32)
+        with SQLAlchemyBackend(forced) as backend:
+            backend.add_many(
+                ContextItem.create("note", "near", id=f"a{n:03d}", namespace="a", embedding=v)
+                for n, v in enumerate(near)
+            )
+            backend.add_many(
+                ContextItem.create("note", "far", id=f"b{n}", namespace="b", embedding=v)
+                for n, v in enumerate(far)
+            )
+            with statements(backend.engine, lambda sql: "<=>" in sql) as seen:
+                hits = backend.search(query, k=5, filters={"namespace": "b"})
+        assert sorted(hit.item.id for hit in hits) == [f"b{n}" for n in range(5)]
+        assert len(seen) == 2  # the index's candidates held too few: asked again, exactly
+
     def test_the_statement_can_read_the_hnsw_index(self, pgvector_db):
         """Planned with sequential scans off, the search reads the index in distance order."""
         with SQLAlchemyBackend(pgvector_db) as backend:
