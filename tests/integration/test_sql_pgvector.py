@@ -7,6 +7,7 @@ PostgreSQL server for what a server without the extension does; either fails und
 
 from __future__ import annotations
 
+import sys
 import tempfile
 
 import numpy as np
@@ -15,7 +16,7 @@ import sqlalchemy as sa
 from structlog.testing import capture_logs
 
 from agent_engine.embeddings import HashingEmbedder
-from agent_engine.errors import DimensionMismatchError
+from agent_engine.errors import BackendUnavailableError, DimensionMismatchError
 from agent_engine.filters import parse_filter
 from agent_engine.memory.sql import SQLAlchemyBackend, database_revision, upgrade_database
 from agent_engine.memory.sql._engine import create_engine
@@ -263,6 +264,29 @@ class TestWithoutTheExtension:
         assert {entry["search"] for entry in said} == {"scan"}
         assert any("pgvector" in entry.get("detail", "") for entry in said)
         assert any(entry.get("reason") == "no pgvector on server" for entry in said)
+
+
+class TestWithoutThePackage:
+    def test_an_upgrade_without_the_package_keeps_blobs_and_says_why(
+        self, pgvector_db, monkeypatch
+    ):
+        monkeypatch.setitem(sys.modules, "pgvector.sqlalchemy", None)  # as if not installed
+        with capture_logs() as logs:
+            upgrade_database(pgvector_db)
+        assert _column_type(pgvector_db) == "bytea"
+        (said,) = [entry for entry in logs if entry["event"] == "vector_search"]
+        assert "package is missing" in said["reason"]
+        assert "agent-engine[postgres]" in said["how"]
+
+    def test_a_pgvector_store_without_the_package_is_refused_naming_it(
+        self, pgvector_db, monkeypatch
+    ):
+        upgrade_database(pgvector_db)
+        monkeypatch.setitem(sys.modules, "pgvector.sqlalchemy", None)
+        with pytest.raises(
+            BackendUnavailableError, match=r"pip install 'agent-engine\[postgres\]'"
+        ):
+            SQLAlchemyBackend(pgvector_db)
 
 
 class TestServerStart:

@@ -60,6 +60,7 @@ __all__ = [
     "EXTENSION",
     "INDEX_PREFIX",
     "PGVECTOR_HOWTO",
+    "PGVECTOR_PACKAGE",
     "blobs_to_vectors",
     "candidates",
     "drop_other_indexes",
@@ -70,6 +71,7 @@ __all__ = [
     "recorded_dim",
     "index_name",
     "index_vectors",
+    "package_installed",
     "register_adapters",
     "search_statement",
     "vector_literal",
@@ -80,6 +82,8 @@ __all__ = [
 EXTENSION = "vector"
 INDEX_PREFIX = "ix_ae_items_embedding_hnsw_"
 """Each dimension's HNSW index is named this plus the dimension."""
+PGVECTOR_PACKAGE = "pip install 'agent-engine[postgres]'"
+"""What installs the ``pgvector`` Python package next to psycopg."""
 PGVECTOR_HOWTO = (
     "install the pgvector extension on the server (https://github.com/pgvector/pgvector; "
     "the role needs the right to CREATE EXTENSION vector, or an administrator runs it) and "
@@ -118,7 +122,8 @@ def _type_visible(connection: sa.Connection) -> bool:
     return bool(found)
 
 
-def _package_installed() -> bool:
+def package_installed() -> bool:
+    """Whether the ``pgvector`` Python package (extra ``postgres``) can be imported."""
     try:
         import pgvector.sqlalchemy  # noqa: F401, PLC0415 - a probe
     except ImportError:
@@ -144,12 +149,12 @@ def _enable(connection: sa.Connection, log: FilteringBoundLogger) -> bool:
     if not extension_available(connection):
         log.info("vector_search", search="scan", reason="no pgvector on server", how=PGVECTOR_HOWTO)
         return False
-    if not _package_installed():
+    if not package_installed():
         log.warning(
             "vector_search",
             search="scan",
             reason="the pgvector Python package is missing",
-            how="pip install 'agent-engine[postgres]' and run `agent-engine db upgrade`",
+            how=f"{PGVECTOR_PACKAGE} and run `agent-engine db upgrade`",
         )
         return False
     if not _type_visible(connection):

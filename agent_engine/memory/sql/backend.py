@@ -191,6 +191,12 @@ class SQLAlchemyBackend(BaseBackend):
         if self._dialect != "postgresql":
             return
         self._pgvector = self._read(_pgvector.holds_pgvector)
+        if self._pgvector and not _pgvector.package_installed():
+            raise BackendUnavailableError(
+                f"{self!r} keeps its vectors in a pgvector column, and the pgvector package "
+                f"is not installed: `{_pgvector.PGVECTOR_PACKAGE}`",
+                backend="SQLAlchemyBackend",
+            )
         if self._pgvector:
             _pgvector.register_adapters(self._engine)
             self._log.info("vector_search", search="pgvector", index="hnsw")
