@@ -16,6 +16,7 @@ rewriting, below.
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,18 @@ def _faiss_sqlite(request, embedder, folder):
     return FaissBackend(records, embedder=embedder, index_path=folder / "vectors.faiss")
 
 
+def _redis(request, embedder, folder):
+    from agent_engine.memory.redis import RedisBackend  # noqa: PLC0415
+    from agent_engine.testing.databases import redis_server_url  # noqa: PLC0415
+
+    return RedisBackend(
+        redis_server_url(),
+        embedder=embedder,
+        prefix=f"agent_engine:test:{uuid.uuid4().hex}:",
+        temporary=True,
+    )
+
+
 @attrs.frozen
 class Kind:
     """A way to open an empty backend in a test: ``open(request, embedder, folder)``."""
@@ -142,10 +155,12 @@ BACKEND_KINDS = {
     "postgresql": Kind("sql", _postgresql),
     "pgvector": Kind("sql", _pgvector),
     "faiss-sqlite": Kind("faiss", _faiss_sqlite),
+    "redis": Kind("redis", _redis),
 }
 """Every kind of empty backend the suites run on. The migrated SQLite file and the PostgreSQL
 schema are this file's fixtures; a PostgreSQL backend is emptied when it is opened, so two of
-them in one test take turns (close one before opening the next)."""
+them in one test take turns (close one before opening the next). Each Redis backend works under
+a key prefix of its own, removed when it is closed."""
 
 
 @attrs.define

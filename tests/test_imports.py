@@ -1,4 +1,4 @@
-"""Importing the package stays light: the SQL, FAISS and embedding stacks load on first use.
+"""Importing the package stays light: the SQL, Redis, FAISS and embedding stacks load on first use.
 
 Each check runs in a fresh interpreter, since this test process has long imported them all.
 """
@@ -22,14 +22,15 @@ HEAVY = frozenset(
         "pgvector",
         "psycopg",
         "psycopg2",
+        "redis",
         "sentence_transformers",
         "sqlalchemy",
         "torch",
         "transformers",
     }
 )
-"""Top-level packages that only the SQL backend, FAISS, a model-backed embedder or the tests'
-pgvector server need."""
+"""Top-level packages that only the SQL or Redis backend, FAISS, a model-backed embedder or the
+tests' pgvector server need."""
 
 _REPORT = (
     "import json, sys; "
@@ -81,6 +82,7 @@ class TestLightImport:
         code = (
             "from agent_engine.memory import registry\n"
             "assert registry.backend_for_scheme('sqlite').class_name == 'SQLAlchemyBackend'\n"
+            "assert registry.backend_for_scheme('redis').class_name == 'RedisBackend'\n"
             "assert 'faiss-sqlite' in [c.name for c in registry.configurations()]"
         )
         assert _heavy_modules_after(code) == []
@@ -100,12 +102,18 @@ class TestLazyExports:
         """A name loaded on first use is the very object its submodule defines."""
         assert getattr(agent_engine, name) is getattr(sys.modules[module], name)
 
-    def test_subpackage_lazy_name_is_the_submodule_object(self):
-        """``agent_engine.memory`` hands out the SQL backend class its submodule defines."""
+    @pytest.mark.parametrize(
+        ("name", "module"),
+        [
+            ("SQLAlchemyBackend", "agent_engine.memory.sql"),
+            ("RedisBackend", "agent_engine.memory.redis"),
+        ],
+    )
+    def test_subpackage_lazy_name_is_the_submodule_object(self, name, module):
+        """``agent_engine.memory`` hands out the backend class its submodule defines."""
         import agent_engine.memory  # noqa: PLC0415
 
-        backend = agent_engine.memory.SQLAlchemyBackend
-        assert backend is sys.modules["agent_engine.memory.sql"].SQLAlchemyBackend
+        assert getattr(agent_engine.memory, name) is getattr(sys.modules[module], name)
 
     def test_from_import(self):
         """``from agent_engine import X`` works for a lazily loaded name."""

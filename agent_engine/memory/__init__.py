@@ -7,8 +7,8 @@ values its primitives and searches return, the journal it keeps
 (:class:`ConflictStore`, :class:`InMemoryConflictStore`), and the registry it joins
 (:func:`register_backend`) so the CLI opens it by URL and the cost benchmark measures it.
 The conformance suite that checks it is
-:class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` loads on first use,
-so importing this package leaves SQLAlchemy unloaded.
+:class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` and ``RedisBackend``
+load on first use, so importing this package leaves SQLAlchemy and the Redis client unloaded.
 
 The backends never import one another (``lint-imports`` checks it). The one default that
 crosses them is wired here, in the package that holds them all and that Python imports before
@@ -49,10 +49,15 @@ from agent_engine.memory.registry import (
 _set_default_store(InMemoryBackend)
 
 if _typing.TYPE_CHECKING:
+    from agent_engine.memory.redis import RedisBackend
     from agent_engine.memory.sql import SQLAlchemyBackend
 else:
     __getattr__, __dir__ = _lazy.on_first_use(
-        globals(), {"SQLAlchemyBackend": "agent_engine.memory.sql"}
+        globals(),
+        {
+            "RedisBackend": "agent_engine.memory.redis",
+            "SQLAlchemyBackend": "agent_engine.memory.sql",
+        },
     )
 
 __all__ = [
@@ -69,6 +74,7 @@ __all__ = [
     "InMemoryConflictStore",
     "MemoryBackend",
     "OpenOptions",
+    "RedisBackend",
     "SQLAlchemyBackend",
     "ScopeVersions",
     "SearchHit",

@@ -389,3 +389,12 @@ register_backend(
     },
     on_request=("faiss-hnsw",),
 )
+register_backend(
+    "redis",
+    "agent_engine.memory.redis:RedisBackend",
+    schemes=("redis", "rediss"),
+    urls=("redis://HOST:6379/0?prefix=P&ttl=SECONDS",),
+    opener="agent_engine.memory.redis:open_url",
+    configurations={"redis": "agent_engine.memory.redis:temporary"},
+    on_request=("redis",),
+)

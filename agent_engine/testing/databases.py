@@ -1,9 +1,10 @@
-"""Throwaway databases for tests of the SQL backend: SQLite files and PostgreSQL schemas.
+"""Throwaway databases for tests of the server backends: PostgreSQL schemas, Redis servers.
 
 Each PostgreSQL test run works in a schema of its own (``ae_test_<random>``, selected through
 the connection's ``search_path``) that is dropped afterwards, so concurrent runs on one server
-never see each other. When the server is unreachable the tests are skipped on a developer's
-machine and fail under ``CI=true``, where a skipped database test would hide a regression.
+never see each other; Redis tests work under a key prefix of their own. When a server is
+unreachable the tests are skipped on a developer's machine and fail under ``CI=true``, where a
+skipped database test would hide a regression (:func:`unreachable`).
 
 :func:`pgvector_server` starts a PostgreSQL server with the pgvector extension in a temporary
 folder (the ``pgserver`` package, extra ``test``), with the extension created in its
@@ -30,15 +31,28 @@ import sqlalchemy as sa
 
 __all__ = [
     "PG_ENV",
+    "REDIS_ENV",
     "pgvector_server",
     "postgres_schema",
     "postgres_server_url",
+    "redis_server_url",
     "sql_delete_all",
+    "unreachable",
 ]
 
 PG_ENV = "AGENT_ENGINE_TEST_PG"
 """Names the PostgreSQL server tests use (default: the local server's ``test`` database)."""
 _DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+REDIS_ENV = "AGENT_ENGINE_TEST_REDIS"
+"""Names the Redis server tests use (default: the local server's database 0)."""
+_DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def unreachable(message: str) -> NoReturn:
+    """Skip the test for a server that does not answer, or fail it under ``CI=true``."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def postgres_server_url() -> str:
@@ -49,17 +63,25 @@ def postgres_server_url() -> str:
         with engine.connect() as connection:
             connection.execute(sa.text("SELECT 1"))
     except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
-        _unavailable(f"PostgreSQL is unreachable at {url} ({error.orig})")
+        unreachable(f"PostgreSQL is unreachable at {url} ({error.orig})")
     finally:
         engine.dispose()
     return url
 
 
-def _unavailable(message: str) -> NoReturn:
-    """Skip the test, or fail it under ``CI=true``."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+def redis_server_url() -> str:
+    """The Redis server's URL, after checking it answers (skip, or fail under ``CI=true``)."""
+    import redis  # noqa: PLC0415 - only Redis tests need the driver
+
+    url = os.environ.get(REDIS_ENV, _DEFAULT_REDIS)
+    client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as error:
+        unreachable(f"Redis is unreachable at {url} ({error})")
+    finally:
+        client.close()
+    return url
 
 
 @contextmanager
@@ -76,7 +98,7 @@ def pgvector_server() -> Iterator[str]:
             server = get_server(folder, cleanup_mode="delete")
     except Exception as error:  # noqa: BLE001 - any failure to start means no server
         shutil.rmtree(folder, ignore_errors=True)
-        _unavailable(f"cannot start a PostgreSQL server with pgvector in {folder}: {error}")
+        unreachable(f"cannot start a PostgreSQL server with pgvector in {folder}: {error}")
     try:
         url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
         engine = sa.create_engine(url)
@@ -84,7 +106,7 @@ def pgvector_server() -> Iterator[str]:
             with engine.begin() as connection:
                 connection.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public"))
         except sa.exc.DBAPIError as error:
-            _unavailable(f"the server in {folder} has no pgvector: {error.orig}")
+            unreachable(f"the server in {folder} has no pgvector: {error.orig}")
         finally:
             engine.dispose()
         yield url

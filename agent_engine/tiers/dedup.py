@@ -301,9 +301,7 @@ def _held_by_fingerprint(
     found: dict[tuple[str, str], ContextItem] = {}
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
-        for held in store.query(
-            {"fingerprint": {"$in": chunk}}, limit=None, order_by="+timestamp", view=View.CURRENT
-        ):
+        for held in store.query({"fingerprint": {"$in": chunk}}, limit=None, view=View.CURRENT):
             if held.key is None:
                 found.setdefault((held.kind, held.fingerprint), held)
     return found

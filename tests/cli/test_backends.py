@@ -69,4 +69,4 @@ def test_the_bench_lists_a_plugin_backend(plugin_cli):
     """The bench's --backends choices include the plugin's configuration."""
     result = plugin_cli("bench", "--help")
     assert result.code == 0, result.err
-    assert "faiss-sqlite, scratch" in " ".join(result.out.split())
+    assert "faiss-sqlite, redis, scratch" in " ".join(result.out.split())

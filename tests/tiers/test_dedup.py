@@ -258,7 +258,8 @@ class TestNeverMerged:
         assert project.count() == 3
         newest = project.conflicts()[0]
         assert set(newest.item_ids) == {contra.id, again.item.id}
-        assert conflict.id != newest.id and first.id in conflict.item_ids
+        assert conflict.id != newest.id
+        assert first.id in conflict.item_ids
         # Resolved ("never" superseded), no conflict stands: a repeat is a repeat again.
         project.resolve(newest.id, keep=again.item.id)
         assert project.conflicts() == []

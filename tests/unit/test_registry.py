@@ -86,13 +86,13 @@ class TestUnknown:
         """An unknown name is an UnknownBackendError (a lookup and availability error) naming
         the registered ones."""
         with pytest.raises(
-            UnknownBackendError, match=r"no backend 'redis'.*memory, sql, faiss"
+            UnknownBackendError, match=r"no backend 'mongodb'.*memory, sql, faiss, redis"
         ) as info:
-            registry.get_backend("redis")
+            registry.get_backend("mongodb")
         assert isinstance(info.value, BackendUnavailableError)
         assert isinstance(info.value, LookupError)
-        assert info.value.name == "redis"
-        assert {"memory", "sql", "faiss"} <= set(info.value.known)
+        assert info.value.name == "mongodb"
+        assert {"memory", "sql", "faiss", "redis"} <= set(info.value.known)
 
     def test_scheme(self):
         """An unknown scheme lists the schemes that are registered."""
@@ -107,7 +107,7 @@ class TestUnknown:
     def test_unregister_unknown(self):
         """Removing a backend that is not registered is an error, not a silent no-op."""
         with pytest.raises(UnknownBackendError):
-            registry.unregister_backend("redis")
+            registry.unregister_backend("mongodb")
 
     def test_backend_without_urls_is_not_opened(self):
         """A backend with no opener says it is not opened from a URL."""
