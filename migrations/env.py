@@ -10,6 +10,7 @@ from __future__ import annotations
 from alembic import context
 
 from agent_engine.memory.sql._engine import create_engine
+from agent_engine.memory.sql._pgvector import include_name
 from agent_engine.memory.sql._schema import metadata
 
 VERSION_TABLE = "ae_alembic_version"
@@ -22,6 +23,7 @@ def _run(connection):
         version_table=VERSION_TABLE,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,  # the per-dimension HNSW indexes are made at run time
     )
     with context.begin_transaction():
         context.run_migrations()

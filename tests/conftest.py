@@ -3,6 +3,8 @@
 ``sqlite_template`` is a migrated SQLite file that backend fixtures copy per test (a fresh file
 without running the migrations each time); ``postgres_url`` is one migrated schema on the test
 server for the whole run, which backend fixtures empty with ``sql_delete_all`` before each test.
+``pgvector_url`` is the same on a PostgreSQL server with pgvector, started once per run in a
+temporary folder (``pgvector_server_url``).
 Tests that need a schema of their own define a ``postgres_url`` fixture beside them.
 
 ``open_backend`` opens an empty backend of any kind in ``BACKEND_KINDS`` from them, and
@@ -54,6 +56,26 @@ def postgres_url():
         yield url
 
 
+@pytest.fixture(scope="session")
+def pgvector_server_url():
+    """A PostgreSQL server with pgvector for the run (fails under CI=true if it cannot start)."""
+    from agent_engine.testing.databases import pgvector_server  # noqa: PLC0415
+
+    with pgvector_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pgvector_url(pgvector_server_url):
+    """A migrated schema on the pgvector server: its vectors live in a pgvector column."""
+    from agent_engine.memory.sql import upgrade_database  # noqa: PLC0415 - see the module docstring
+    from agent_engine.testing.databases import postgres_schema  # noqa: PLC0415
+
+    with postgres_schema(pgvector_server_url) as url:
+        upgrade_database(url)
+        yield url
+
+
 # --------------------------------------------------------------------- empty backends
 # One definition of "an empty backend of each kind" for every suite that runs on all of them:
 # the conformance suite (tests/conformance/test_backends.py), the fuzz suite, the tier and
@@ -79,6 +101,15 @@ def _postgresql(request, embedder, folder):
     from agent_engine.testing.databases import sql_delete_all  # noqa: PLC0415
 
     url = request.getfixturevalue("postgres_url")
+    sql_delete_all(url)
+    return SQLAlchemyBackend(url, embedder=embedder)
+
+
+def _pgvector(request, embedder, folder):
+    from agent_engine.memory.sql import SQLAlchemyBackend  # noqa: PLC0415
+    from agent_engine.testing.databases import sql_delete_all  # noqa: PLC0415
+
+    url = request.getfixturevalue("pgvector_url")
     sql_delete_all(url)
     return SQLAlchemyBackend(url, embedder=embedder)
 
@@ -122,6 +153,7 @@ BACKEND_KINDS = {
     "faiss": Kind("faiss", _faiss),
     "sqlite": Kind("sql", _sqlite),
     "postgresql": Kind("sql", _postgresql),
+    "pgvector": Kind("sql", _pgvector),
     "faiss-sqlite": Kind("faiss", _faiss_sqlite),
     "redis": Kind("redis", _redis),
 }

@@ -18,6 +18,8 @@ HEAVY = frozenset(
     {
         "alembic",
         "faiss",
+        "pgserver",
+        "pgvector",
         "psycopg",
         "psycopg2",
         "redis",
@@ -27,7 +29,8 @@ HEAVY = frozenset(
         "transformers",
     }
 )
-"""Top-level packages that only the SQL or Redis backend, FAISS or a model-backed embedder need."""
+"""Top-level packages that only the SQL or Redis backend, FAISS, a model-backed embedder or the
+tests' pgvector server need."""
 
 _REPORT = (
     "import json, sys; "

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_engine.embeddings import Matrix
 from agent_engine.errors import BackendUnavailableError, IndexCorruptError
 from agent_engine.models import Vector
 
@@ -340,6 +341,25 @@ class RowIndex:
         scores = vectors @ query
         if self.dead:
             scores[self.dead_rows()] = -np.inf
+        return scores
+
+    def exact_scores_many(
+        self, queries: Matrix, rows: npt.NDArray[np.int64] | None
+    ) -> npt.NDArray[np.float32]:
+        """:meth:`exact_scores` of each query, one row per query, in one pass over ``rows``.
+
+        Each cache-sized chunk of stored vectors is read once for all the queries.
+        """
+        vectors = self.vectors()
+        if rows is None:
+            scores: npt.NDArray[np.float32] = queries @ vectors.T
+            if self.dead:
+                scores[:, self.dead_rows()] = -np.inf
+            return scores
+        scores = np.empty((len(queries), len(rows)), dtype=np.float32)
+        for start in range(0, len(rows), _GATHER_CHUNK):
+            chunk = rows[start : start + _GATHER_CHUNK]
+            scores[:, start : start + len(chunk)] = queries @ vectors[chunk].T
         return scores
 
     def approximate(

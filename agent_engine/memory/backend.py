@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Final, Protocol, Self, runtime_checkable
@@ -252,6 +252,16 @@ class MemoryBackend(Protocol):
         Filters apply *before* the top-k cut: a search scoped to one namespace returns only
         that namespace's items, and ``k`` of them whenever ``k`` matching items have vectors.
         Scores are cosine similarities; ties break by id.
+        """
+        ...
+
+    def search_many(
+        self, queries: Sequence[Query], k: int = 10, filters: FilterInput = None
+    ) -> list[list[SearchHit]]:
+        """:meth:`search` for each of ``queries`` under one filter, in the order given.
+
+        Each list is what ``search(query, k, filters)`` returns; a backend answers them
+        together where it can (one pass over its vectors for the lot).
         """
         ...
 
@@ -787,6 +797,21 @@ class BaseBackend(abc.ABC):
         expected = self._search_identity()
         return self._search(self._query_vector(query, expected), k, where)
 
+    def search_many(
+        self, queries: Sequence[Query], k: int = 10, filters: FilterInput = None
+    ) -> list[list[SearchHit]]:
+        """:meth:`search` for each query, answered together (see :class:`MemoryBackend`)."""
+        where = parse_filter(filters)
+        _check_k(k)
+        asked = _validate.sequence("queries", queries)
+        if not asked:
+            return []
+        expected = self._search_identity()
+        vectors = [self._query_vector(query, expected) for query in asked]
+        if len({vector.shape[0] for vector in vectors}) > 1:
+            raise mixed_sizes(vector.shape[0] for vector in vectors)
+        return self._search_many(np.vstack(vectors), k, where)
+
     # ------------------------------------------------------------------ embedder identity
 
     def _identity(self) -> EmbedderIdentity | None:
@@ -935,14 +960,32 @@ class BaseBackend(abc.ABC):
 
     def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
         """Exact search by scanning matching vectors in bounded chunks (backends may override)."""
-        best_ids: list[str] = []
-        best_scores = np.empty(0, dtype=np.float32)
+        return self._scan_search(query.reshape(1, -1), k, where)[0]
+
+    def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """One :meth:`_search` per row of ``queries`` (backends answer them together)."""
+        return [self._search(query, k, where) for query in queries]
+
+    def _scan_search(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """Exact search for every row of ``queries`` in one scan of the matching vectors.
+
+        Each chunk of stored vectors is read once and scored against all the queries with
+        one matrix product: a batch costs about what one query does.
+        """
+        best: list[tuple[list[str], npt.NDArray[np.float32]]] = [
+            ([], np.empty(0, dtype=np.float32)) for _ in queries
+        ]
         for ids, matrix in self._scan_vectors(where, SCAN_CHUNK):
-            if matrix.shape[1] != query.shape[0]:
-                raise mixed_sizes((matrix.shape[1], query.shape[0]))
-            scores = normalize_rows(matrix) @ query
-            best_ids, best_scores = _merge_top(best_ids, best_scores, ids, scores, k)
-        return self._hits(best_ids, best_scores)[:k]
+            if matrix.shape[1] != queries.shape[1]:
+                raise mixed_sizes((matrix.shape[1], queries.shape[1]))
+            scores = queries @ normalize_rows(matrix).T
+            best = [
+                _merge_top(kept_ids, kept, ids, row, k)
+                for (kept_ids, kept), row in zip(best, scores, strict=True)
+            ]
+        wanted = list(dict.fromkeys(i for ids, _ in best for i in ids))
+        found = self._fetch(wanted) if wanted else {}
+        return [self._hits(ids, scores, found)[:k] for ids, scores in best]
 
     def _scan_vectors(self, where: Filter, chunk: int) -> Iterator[tuple[list[str], Matrix]]:
         """Yield ``(ids, vectors)`` of matching items with vectors, ``chunk`` rows at a time."""
@@ -959,9 +1002,15 @@ class BaseBackend(abc.ABC):
         if ids:
             yield ids, np.vstack(rows)
 
-    def _hits(self, ids: list[str], scores: npt.NDArray[np.float32]) -> list[SearchHit]:
-        """Fetch the items behind ranked ids and order them by score, then id."""
-        found = self._fetch(ids) if ids else {}
+    def _hits(
+        self,
+        ids: list[str],
+        scores: npt.NDArray[np.float32],
+        found: Mapping[str, ContextItem] | None = None,
+    ) -> list[SearchHit]:
+        """The items behind ranked ids (fetched unless ``found``), by score, then id."""
+        if found is None:
+            found = self._fetch(ids) if ids else {}
         hits = [
             SearchHit(found[item_id], float(score))
             for item_id, score in zip(ids, scores, strict=True)

@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_engine._log import get_logger
-from agent_engine.embeddings import Embedder, EmbedderIdentity, normalize_rows
+from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import IndexCorruptError, ValidationError
 from agent_engine.filters import Filter, FilterInput, Op, Order
 from agent_engine.memory._faiss_index import RowIndex, item_digest, load_faiss
@@ -454,23 +454,34 @@ class FaissBackend(BaseBackend):
     # ------------------------------------------------------------------ search
 
     def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
+        return self._search_many(query.reshape(1, -1), k, where)[0]
+
+    def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """Each query ranked exactly or by the graph; exact scores of a batch in one pass."""
         with self._lock:
             rows = self._rows
             if rows is None or rows.live == 0:
-                return []
+                return [[] for _ in queries]
             namespace = _scoped_namespace(where)
             scope = rows.namespace_rows(namespace) if namespace is not None else None
             size = len(scope) if scope is not None else rows.live
             if size == 0:
-                return []
-            if self.kind == "flat" or size <= self.exact_below:
-                ranking: _Ranking = _ExactRanking(rows, query, scope)
-            else:
-                ranking = _HnswRanking(rows, query, namespace, self.ef_search)
-            hits = self._walk(ranking, k, where)
-            if hits is None:
-                hits = self._exact_over_matches(rows, query, k, where)
-            return hits
+                return [[] for _ in queries]
+            exact = self.kind == "flat" or size <= self.exact_below
+            every = rows.exact_scores_many(queries, scope) if exact and len(queries) > 1 else None
+            found = []
+            for at, query in enumerate(queries):
+                ranking: _Ranking
+                if exact:
+                    scores = every[at] if every is not None else None
+                    ranking = _ExactRanking(rows, query, scope, scores)
+                else:
+                    ranking = _HnswRanking(rows, query, namespace, self.ef_search)
+                hits = self._walk(ranking, k, where)
+                if hits is None:
+                    hits = self._exact_over_matches(rows, query, k, where)
+                found.append(hits)
+            return found
 
     def _walk(self, ranking: _Ranking, k: int, where: Filter) -> list[SearchHit] | None:
         """Take ranked rows in growing windows until ``k`` stored, matching items are found.
@@ -529,10 +540,17 @@ class _Ranking:
 class _ExactRanking(_Ranking):
     """Exact scores of a scope, cut into score bands so ties at a band's edge stay whole."""
 
-    def __init__(self, rows: RowIndex, query: Vector, scope: npt.NDArray[np.int64] | None) -> None:
+    def __init__(
+        self,
+        rows: RowIndex,
+        query: Vector,
+        scope: npt.NDArray[np.int64] | None,
+        scores: npt.NDArray[np.float32] | None = None,
+    ) -> None:
         self._rows = rows
         self._scope = scope if scope is not None else np.arange(rows.size, dtype=np.int64)
-        self._scores = rows.exact_scores(query, scope)
+        # ``scores``: the scope's scores against ``query``, when a batch was scored at once.
+        self._scores = scores if scores is not None else rows.exact_scores(query, scope)
         self._remaining = np.ones(len(self._scores), dtype=bool)
         if scope is None and rows.dead:
             self._remaining[rows.dead_rows()] = False

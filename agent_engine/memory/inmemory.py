@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import numpy.typing as npt
 
-from agent_engine.embeddings import Embedder, EmbedderIdentity, normalize_rows
+from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import BackendUnavailableError, DuplicateItemError, ItemNotFoundError
 from agent_engine.filters import Condition, Filter, Op, Order
 from agent_engine.memory.audit import InMemoryAuditStore
@@ -259,13 +259,24 @@ class InMemoryBackend(BaseBackend):
         self._vectors = staged_vectors
 
     def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
+        return self._search_many(query.reshape(1, -1), k, where)[0]
+
+    def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """All the queries scored in one matrix product, then ranked one by one."""
         with self._lock:
-            if self._vectors.dim not in (None, query.shape[0]):
-                return []
-            ids, scores = self._vectors.ranked(
-                query, k, lambda item_id: where.matches(self._items[item_id]), _namespace(where)
-            )
-            return [SearchHit(self._items[i], s) for i, s in zip(ids, scores, strict=True)]
+            if self._vectors.dim not in (None, queries.shape[1]):
+                return [[] for _ in queries]
+
+            def accept(item_id: str) -> bool:
+                return where.matches(self._items[item_id])
+
+            namespace = _namespace(where)
+            every = self._vectors.scores(queries)
+            found = []
+            for query, scores in zip(queries, every, strict=True):
+                ids, best = self._vectors.ranked(query, k, accept, namespace, scores)
+                found.append([SearchHit(self._items[i], s) for i, s in zip(ids, best, strict=True)])
+            return found
 
 
 def open_url(url: str, options: OpenOptions) -> InMemoryBackend:
@@ -375,12 +386,20 @@ class _VectorIndex:
         self._size = last
         self._ids_cache = None
 
+    def scores(self, queries: Matrix) -> npt.NDArray[np.float32]:
+        """Every row's score against each query: one row of scores per query."""
+        if self._size == 0:
+            return np.empty((len(queries), 0), dtype=np.float32)
+        scored: npt.NDArray[np.float32] = queries @ self._matrix[: self._size].T
+        return scored
+
     def ranked(
         self,
         query: Vector,
         k: int,
         accept: Callable[[str], bool],
         namespace: str | None = None,
+        scores: npt.NDArray[np.float32] | None = None,
     ) -> tuple[list[str], list[float]]:
         """The ``k`` best accepted ids by score, ties by id, widening the window as needed.
 
@@ -391,11 +410,13 @@ class _VectorIndex:
         feature-hashing query sharing no word with most items) widens it without a Python
         loop over the whole store. With ``namespace``, rows of other namespaces are masked
         out up front (they could never be accepted), so a small namespace in a large store
-        costs one matrix product, not a walk through everyone else's items.
+        costs one matrix product, not a walk through everyone else's items. ``scores``: the
+        rows' scores against ``query``, when a batch of queries was scored at once.
         """
         if self._size == 0:
             return [], []
-        scores: npt.NDArray[np.float32] = self._matrix[: self._size] @ query
+        if scores is None:
+            scores = self._matrix[: self._size] @ query
         if namespace is None:
             remaining = np.ones(self._size, dtype=bool)
         elif namespace in self._codes:

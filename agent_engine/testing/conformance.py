@@ -1002,6 +1002,47 @@ class BackendConformance:
         assert hits[0].item.id == "item-00000"
         assert hits[0].score == pytest.approx(1.0, abs=1e-5)
 
+    @pytest.mark.parametrize(
+        "filters", [None, {"namespace": "ns-1"}, {"namespace": "ns-0", "kind": "note"}]
+    )
+    def test_search_many_answers_as_search_does(
+        self, corpus: MemoryBackend, filters: dict[str, Any] | None
+    ) -> None:
+        """Each answer of ``search_many`` is what ``search`` gives for that query, in order.
+
+        If this fails, the batched path ranks, filters or ties differently from one search.
+        """
+        target = corpus.get("item-00004")
+        assert target is not None
+        assert target.embedding is not None
+        queries: list[Any] = [
+            "database locking and migrations",
+            target.embedding,
+            "faiss vector search",
+            "database locking and migrations",
+        ]
+        answers = corpus.search_many(queries, k=6, filters=filters)
+        assert len(answers) == len(queries)
+        for query, hits in zip(queries, answers, strict=True):
+            alone = corpus.search(query, k=6, filters=filters)
+            assert [h.item.id for h in hits] == [h.item.id for h in alone]
+            assert np.allclose([h.score for h in hits], [h.score for h in alone], atol=1e-5)
+
+    def test_search_many_on_an_empty_store(self, backend: MemoryBackend) -> None:
+        """Nothing stored: each query is answered with nothing."""
+        assert backend.search_many(["anything", "else"], k=3) == [[], []]
+
+    def test_search_many_edge_cases(self, corpus: MemoryBackend) -> None:
+        """No query, no answer; bad input is refused as ``search`` refuses it."""
+        assert corpus.search_many([], k=3) == []
+        assert corpus.search_many(["x"], k=3, filters={"namespace": "nowhere"}) == [[]]
+        with pytest.raises(ValidationError):
+            corpus.search_many(["x"], k=0)
+        with pytest.raises(ValidationError):
+            corpus.search_many("not a list of queries", k=3)
+        with pytest.raises(DimensionMismatchError):
+            corpus.search_many(["x", [1.0, 2.0]], k=3)
+
     def test_backend_reports_its_embedder(self, backend: MemoryBackend, embedder: Embedder) -> None:
         """``embedder`` is the embedder the backend was built with (what embeds text queries).
 

@@ -5,14 +5,24 @@ the connection's ``search_path``) that is dropped afterwards, so concurrent runs
 never see each other; Redis tests work under a key prefix of their own. When a server is
 unreachable the tests are skipped on a developer's machine and fail under ``CI=true``, where a
 skipped database test would hide a regression (:func:`unreachable`).
+
+:func:`pgvector_server` starts a PostgreSQL server with the pgvector extension in a temporary
+folder (the ``pgserver`` package, extra ``test``), with the extension created in its
+``public`` schema; the schemas of :func:`postgres_schema` on it keep ``public`` on their
+``search_path``, so the ``vector`` type is found there. It fails or skips as above when the
+server cannot start.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 from urllib.parse import quote
 
@@ -22,6 +32,7 @@ import sqlalchemy as sa
 __all__ = [
     "PG_ENV",
     "REDIS_ENV",
+    "pgvector_server",
     "postgres_schema",
     "postgres_server_url",
     "redis_server_url",
@@ -74,16 +85,52 @@ def redis_server_url() -> str:
 
 
 @contextmanager
-def postgres_schema() -> Iterator[str]:
-    """Yield the URL of a new, empty schema on the test server; drop it afterwards."""
-    server = postgres_server_url()
+def pgvector_server() -> Iterator[str]:
+    """Start a PostgreSQL server with pgvector in a temporary folder; yield its URL; stop it."""
+    folder = str(Path(tempfile.gettempdir()) / "ae-pgvector-...")
+    try:
+        folder = tempfile.mkdtemp(prefix="ae-pgvector-")
+        with warnings.catch_warnings():
+            # platformdirs, asked for a runtime folder, warns where XDG_RUNTIME_DIR is unset.
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+            from pgserver.postgres_server import get_server  # noqa: PLC0415 - tests only
+
+            server = get_server(folder, cleanup_mode="delete")
+    except Exception as error:  # noqa: BLE001 - any failure to start means no server
+        shutil.rmtree(folder, ignore_errors=True)
+        unreachable(f"cannot start a PostgreSQL server with pgvector in {folder}: {error}")
+    try:
+        url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+        engine = sa.create_engine(url)
+        try:
+            with engine.begin() as connection:
+                connection.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public"))
+        except sa.exc.DBAPIError as error:
+            unreachable(f"the server in {folder} has no pgvector: {error.orig}")
+        finally:
+            engine.dispose()
+        yield url
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def postgres_schema(server: str | None = None) -> Iterator[str]:
+    """Yield the URL of a new, empty schema on the test server; drop it afterwards.
+
+    ``server`` names another server than the default one (:func:`pgvector_server`'s): its
+    schemas also search ``public``, where that server's extension lives.
+    """
+    path = "" if server is None else ",public"
+    server = postgres_server_url() if server is None else server
     schema = f"ae_test_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(server)
     try:
         with admin.begin() as connection:
             connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
         separator = "&" if "?" in server else "?"
-        yield f"{server}{separator}options={quote(f'-csearch_path={schema}')}"
+        yield f"{server}{separator}options={quote(f'-csearch_path={schema}{path}')}"
     finally:
         with admin.begin() as connection:
             connection.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))

@@ -296,6 +296,17 @@ class TierStore:
         """Semantic search within this store's ``view`` (the working set by default)."""
         return self.backend.search(query, k, self._scoped(filters, view))
 
+    def search_many(
+        self,
+        queries: Sequence[Query],
+        k: int = 10,
+        filters: FilterInput = None,
+        *,
+        view: View | str = View.WORKING,
+    ) -> list[list[SearchHit]]:
+        """:meth:`search` for each of ``queries`` under one filter, answered together."""
+        return self.backend.search_many(queries, k, self._scoped(filters, view))
+
     def search_text(
         self,
         text: str,

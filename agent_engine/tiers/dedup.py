@@ -197,14 +197,14 @@ def plan_merges(
         return MergePlan(items, [], [], [], [AddOutcome(item, item) for item in items])
     targets: dict[int, tuple[ContextItem, float]] = {}
     exact = _held_by_fingerprint(store, [items[i] for i in mergeable])
+    searched: list[int] = []
     for i in mergeable:
         held = exact.get((items[i].kind, items[i].fingerprint))
         if held is not None:
             targets[i] = (held, 1.0)
         else:
-            match = _nearest_held(store, items[i], policy)
-            if match is not None:
-                targets[i] = match
+            searched.append(i)
+    targets.update(_nearest_held_many(store, items, searched, policy))
     # A held item an open conflict names was contradicted since it was written: saying it
     # again is news (the newer side of that conflict now), not a repeat.
     disputed = contested(store, [held for held, _ in targets.values()])
@@ -302,24 +302,54 @@ def _held_by_fingerprint(
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
         for held in store.query({"fingerprint": {"$in": chunk}}, limit=None, view=View.CURRENT):
-            if held.key is None:
-                found.setdefault((held.kind, held.fingerprint), held)
+            slot = (held.kind, held.fingerprint)
+            first = found.get(slot)
+            if held.key is None and (first is None or _older(held, first)):
+                found[slot] = held
     return found
+
+
+def _older(a: ContextItem, b: ContextItem) -> bool:
+    return (a.timestamp, a.id) < (b.timestamp, b.id)
 
 
 def _nearest_held(
     store: TierStore, item: ContextItem, policy: MergePolicy
 ) -> tuple[ContextItem, float] | None:
     """The nearest held item of ``item``'s kind it may merge into, at the threshold or above."""
-    if item.embedding is None or not item.text.strip():
-        return None
-    hits = store.search(item.embedding, policy.neighbours, {"kind": item.kind}, view=View.CURRENT)
-    for hit in hits:
-        if hit.score < policy.threshold:
-            break
-        if _may_absorb(hit.item, item):
-            return hit.item, min(1.0, hit.score)
-    return None
+    return _nearest_held_many(store, [item], [0], policy).get(0)
+
+
+def _nearest_held_many(
+    store: TierStore, items: Sequence[ContextItem], wanted: Sequence[int], policy: MergePolicy
+) -> dict[int, tuple[ContextItem, float]]:
+    """For ``items[i]`` (``i`` in ``wanted``): the nearest held item it may merge into.
+
+    One search per kind, of all the kind's items at once: a batch costs the store's index
+    about what one item does.
+    """
+    by_kind: dict[str, list[int]] = {}
+    for i in wanted:
+        item = items[i]
+        if item.embedding is not None and item.text.strip():
+            by_kind.setdefault(item.kind, []).append(i)
+    found: dict[int, tuple[ContextItem, float]] = {}
+    for kind, group in by_kind.items():
+        vectors = [items[i].embedding for i in group]
+        answers = store.search_many(
+            [v for v in vectors if v is not None],
+            policy.neighbours,
+            {"kind": kind},
+            view=View.CURRENT,
+        )
+        for i, hits in zip(group, answers, strict=True):
+            for hit in hits:
+                if hit.score < policy.threshold:
+                    break
+                if _may_absorb(hit.item, items[i]):
+                    found[i] = (hit.item, min(1.0, hit.score))
+                    break
+    return found
 
 
 def _within_batch(

@@ -14,11 +14,23 @@ from agent_engine.testing.databases import postgres_schema
 @pytest.fixture(params=["sqlite", "postgresql"])
 def sql_url(request, tmp_path):
     """The URL of an empty database (no schema yet): a new SQLite file, or a new PG schema."""
-    if request.param == "sqlite":
+    with empty_database(request, request.param, tmp_path) as url:
+        yield url
+
+
+SQL_KINDS = ["sqlite", "postgresql", "pgvector"]
+"""The kinds of empty database a module's own ``sql_url`` can take, pgvector's server included."""
+
+
+@contextmanager
+def empty_database(request, kind: str, tmp_path) -> Iterator[str]:
+    """An empty database of ``kind`` (one of :data:`SQL_KINDS`): its URL, dropped afterwards."""
+    if kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'memory.db'}"
-    else:
-        with postgres_schema() as url:
-            yield url
+        return
+    server = request.getfixturevalue("pgvector_server_url") if kind == "pgvector" else None
+    with postgres_schema(server) as url:
+        yield url
 
 
 @contextmanager

@@ -19,11 +19,19 @@ from agent_engine.errors import (
 )
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.models import ContextItem
+from tests.integration.conftest import SQL_KINDS, empty_database
 
 OLD = HashingEmbedder(dim=64)
 NEW = HashingEmbedder(dim=32)
 SAME_SIZE = HashingEmbedder(dim=64, bigrams=False)
 TEXTS = [f"memory {n} about topic {n % 5}" for n in range(20)]
+
+
+@pytest.fixture(params=SQL_KINDS)
+def sql_url(request, tmp_path):
+    """An empty database of each kind, the PostgreSQL server with pgvector included."""
+    with empty_database(request, request.param, tmp_path) as url:
+        yield url
 
 
 def _fill(url, embedder=OLD):

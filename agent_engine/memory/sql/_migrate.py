@@ -5,7 +5,9 @@ the wheel as ``agent_engine/_migrations``, so an installed package finds them th
 ``importlib.resources``. An upgrade runs in one transaction that first takes a lock
 (``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL) and only then reads the
 revision, so two processes upgrading the same new database at once both succeed: the second
-finds the work done. Migrations run without the backend's statement timeout: rebuilding a
+finds the work done. On PostgreSQL an upgrade of a store already at the head revision still
+moves its vectors to pgvector if the server has gained the extension since
+(:mod:`._pgvector`). Migrations run without the backend's statement timeout: rebuilding a
 large table may take longer than any query should.
 """
 
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from agent_engine.errors import BackendUnavailableError, SchemaVersionError
+from agent_engine.memory.sql import _pgvector
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
     UNTIMED,
@@ -160,6 +163,9 @@ def upgrade(engine: sa.Engine, *, url: str, revision: str = "head") -> None:
                 if current is not None and not _known(current):
                     check_revision(current, url=url)
                 command.upgrade(alembic_config(connection), revision)
+                if current == head_revision() and not is_sqlite(engine):
+                    # A store made on a server without pgvector moves to it once it is there.
+                    _pgvector.blobs_to_vectors(connection, _pgvector.recorded_dim(connection))
 
     retrying(run, "upgrade")
 

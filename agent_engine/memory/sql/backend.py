@@ -2,8 +2,10 @@
 
 Every public write is one transaction, so a batch is stored whole or not at all and a crash
 mid-batch leaves what was committed before it intact. Filters, ordering and limits run in the
-database (:mod:`._filters`); exact vector search streams the matching vectors in bounded,
-SQL-filtered chunks through the inherited scan, so no call loads a whole table.
+database (:mod:`._filters`). On PostgreSQL with pgvector (:mod:`._pgvector`) vector search is
+one SQL statement over an HNSW index; elsewhere exact vector search streams the matching
+vectors in bounded, SQL-filtered chunks through the inherited scan, so no call loads a whole
+table.
 
 Other processes write the same database, so what a backend object knows is checked where it
 matters, in the database (:mod:`._meta`): every write that carries vectors reads the store's
@@ -26,7 +28,7 @@ from sqlalchemy import exc
 from sqlalchemy.pool import StaticPool
 
 from agent_engine._log import get_logger
-from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix
+from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import (
     BackendError,
     BackendUnavailableError,
@@ -41,6 +43,7 @@ from agent_engine.memory.backend import (
     REEMBED_COMMAND,
     BaseBackend,
     ScopeVersions,
+    SearchHit,
     Written,
     binding_identity,
     check_identity,
@@ -48,6 +51,7 @@ from agent_engine.memory.backend import (
     mixed_sizes,
 )
 from agent_engine.memory.conflicts import ConflictStore
+from agent_engine.memory.sql import _pgvector
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
 from agent_engine.memory.sql._conflicts import SQLConflictStore
 from agent_engine.memory.sql._engine import (
@@ -83,7 +87,7 @@ from agent_engine.memory.sql._rows import (
     tag_rows,
 )
 from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, items
-from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier
+from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier, Vector
 
 __all__ = ["SQLAlchemyBackend"]
 
@@ -146,8 +150,10 @@ class SQLAlchemyBackend(BaseBackend):
         )
         self._closed = False
         self._log = get_logger(backend="sql", dialect=self._engine.dialect.name)
+        self._pgvector = False
         try:
             self._open(upgrade=upgrade and not read_only, create=create and not read_only)
+            self._detect_vectors()
         except BaseException:
             self._engine.dispose()
             raise
@@ -179,6 +185,28 @@ class SQLAlchemyBackend(BaseBackend):
             self._log.warning("store awaits a re-embedding", detail=_reembed_message(meta))
             return
         check_identity(bound, self._identity())
+
+    def _detect_vectors(self) -> None:
+        """On PostgreSQL: find out (and log) whether vectors live in a pgvector column."""
+        if self._dialect != "postgresql":
+            return
+        self._pgvector = self._read(_pgvector.holds_pgvector)
+        if self._pgvector and not _pgvector.package_installed():
+            raise BackendUnavailableError(
+                f"{self!r} keeps its vectors in a pgvector column, and the pgvector package "
+                f"is not installed: `{_pgvector.PGVECTOR_PACKAGE}`",
+                backend="SQLAlchemyBackend",
+            )
+        if self._pgvector:
+            _pgvector.register_adapters(self._engine)
+            self._log.info("vector_search", search="pgvector", index="hnsw")
+        else:
+            self._log.info(
+                "vector_search",
+                search="scan",
+                detail="vectors are blobs here and search scans them in Python; to search in "
+                f"the database, {_pgvector.PGVECTOR_HOWTO}",
+            )
 
     def _migrate(self) -> None:
         upgrade(self._engine, url=self.url)
@@ -250,6 +278,8 @@ class SQLAlchemyBackend(BaseBackend):
         new = own if own is not None else EmbedderIdentity(None, sizes[0])
         if expected is None or (expected.name is None and new.name is not None):
             write_identity(connection, new)
+            if self._pgvector:
+                _pgvector.index_vectors(connection, new.dim)
 
     def _reembed_begin(self, target: EmbedderIdentity) -> str | None:
         def work(connection: sa.Connection) -> str | None:
@@ -257,6 +287,9 @@ class SQLAlchemyBackend(BaseBackend):
             if current is not None and current.target == target:
                 return current.after
             write_reembedding(connection, Reembedding(target))
+            if self._pgvector:
+                # Empty now; the batches fill it. The old dimension's goes when it is done.
+                _pgvector.index_vectors(connection, target.dim, keep_others=True)
             return None
 
         after = self._write(work)
@@ -298,18 +331,22 @@ class SQLAlchemyBackend(BaseBackend):
         self._write(work)
 
     def _reembed_finish(self, target: EmbedderIdentity) -> None:
-        size = target.dim * 4
+        other_size = (
+            sa.func.vector_dims(items.c.embedding) != target.dim
+            if self._pgvector
+            else sa.func.length(items.c.embedding) != target.dim * 4
+        )
 
         def work(connection: sa.Connection) -> str | None:
             _check_reembedding(connection, target)
             left: str | None = connection.execute(
-                sa.select(items.c.id)
-                .where(items.c.embedding.is_not(None), sa.func.length(items.c.embedding) != size)
-                .limit(1)
+                sa.select(items.c.id).where(items.c.embedding.is_not(None), other_size).limit(1)
             ).scalar()
             if left is None:
                 write_identity(connection, target)
                 write_reembedding(connection, None)
+                if self._pgvector:
+                    _pgvector.index_vectors(connection, target.dim)
             else:
                 # Resuming after the last batch would never reach it again: start over.
                 write_reembedding(connection, Reembedding(target))
@@ -602,6 +639,44 @@ class SQLAlchemyBackend(BaseBackend):
             return marked
 
         return self._write(work)
+
+    def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """On pgvector one indexed statement per query; elsewhere one scan for them all."""
+        if self._pgvector:
+            return [self._search(query, k, where) for query in queries]
+        return self._scan_search(queries, k, where)
+
+    def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
+        """On pgvector: one statement over the HNSW index (exact again if it finds too few).
+
+        Elsewhere the inherited exact scan. The statement's filter is the ``WHERE`` of every
+        read; see :mod:`._pgvector` for the index, the candidates beyond ``k`` and why a
+        short answer is asked again.
+        """
+        if not self._pgvector:
+            return super()._search(query, k, where)
+        condition = where_clause(where, self._dialect)
+        limit = _pgvector.candidates(k)
+
+        def work(connection: sa.Connection) -> list[Any]:
+            ef_search = _pgvector.ef_search(limit)
+            connection.execute(sa.text(f"SET LOCAL hnsw.ef_search = {ef_search}"))
+            statement = _pgvector.search_statement(condition, query, limit, exact=False)
+            rows = list(connection.execute(statement).all())
+            if len(rows) < limit:
+                statement = _pgvector.search_statement(condition, query, limit, exact=True)
+                rows = list(connection.execute(statement).all())
+            return rows
+
+        found = [row_item(row[:-1]) for row in self._read(work)]
+        if not found:
+            return []
+        # Rescored as the scan scores (float32 cosines), so near-ties break the same way.
+        vectors = np.vstack([item.embedding for item in found if item.embedding is not None])
+        scores = normalize_rows(vectors) @ query
+        hits = [SearchHit(item, float(score)) for item, score in zip(found, scores, strict=True)]
+        hits.sort(key=lambda hit: (-hit.score, hit.item.id))
+        return hits[:k]
 
     def _scan_vectors(self, where: Filter, chunk: int) -> Iterator[tuple[list[str], Matrix]]:
         """Matching vectors in id order, one keyset-paginated query per chunk.
