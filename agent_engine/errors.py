@@ -132,7 +132,7 @@ class LifecycleStateError(ValidationError):
 
 
 class StoreNotEmptyError(ValidationError):
-    """A store was given as the target of a copy but already holds items.
+    """A store was given as the target of a copy but already holds items (or a journal).
 
     Copying into it would mix two memories, so nothing is written. ``target`` names the
     store and ``count`` says how many items it holds.

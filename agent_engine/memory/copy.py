@@ -97,9 +97,8 @@ def copy_store(
     target bound to another embedder: all before anything is written. A failure once the
     writing began (a lost connection, counts that differ at the end) raises
     :class:`~agent_engine.errors.CopyIncompleteError`, with the failure as its cause.
-    Items stored without
-    a vector are embedded by the target's embedder if it has one (``add_many``'s rule), so
-    a target opened without an embedder keeps them as they are.
+    Items stored without a vector are embedded by the target's embedder if it has one
+    (``add_many``'s rule), so a target opened without an embedder keeps them as they are.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(
@@ -167,6 +166,15 @@ def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdent
             "into a filled one would mix two memories)",
             target=repr(target),
             count=held,
+        )
+    journal = target.audit.count()
+    if journal:
+        # Items cleared, history kept: the two journals would still mix.
+        raise StoreNotEmptyError(
+            f"{target!r} holds no items but {journal} journal events: copy into a new, "
+            "empty store (the two journals would mix)",
+            target=repr(target),
+            count=0,
         )
     identity = source.stored_identity()
     if identity is None:

@@ -306,6 +306,16 @@ class TestRefusals:
         assert [item.id for item in _everything(sqlite_target)] == ["x-1"]
         assert sqlite_target.audit.count() == 0
 
+    def test_a_target_that_kept_a_journal_is_refused(self, sqlite_source, sqlite_target):
+        """Items cleared but history kept: the two journals would mix, so it is refused too."""
+        sqlite_target.audit.append(
+            AuditEvent(action=AuditAction.CLEAR, tier=Tier.PROJECT, namespace="project:old")
+        )
+        with pytest.raises(StoreNotEmptyError, match="1 journal events"):
+            copy_store(sqlite_source, sqlite_target)
+        assert sqlite_target.count() == 0
+        assert sqlite_target.audit.count() == 1
+
     def test_the_source_itself_is_refused(self, sqlite_source):
         """A store is never its own target."""
         with pytest.raises(ValidationError, match="onto itself"):
