@@ -12,7 +12,8 @@ The tree::
     │   │   └── FilterTooLargeError           a filter is past the language's size limits
     │   ├── DimensionMismatchError            a vector has the wrong length
     │   ├── EmbedderMismatchError             a store's vectors were made by another model
-    │   └── LifecycleStateError               not possible in the item's state (pinned, history)
+    │   ├── LifecycleStateError               not possible in the item's state (pinned, history)
+    │   └── StoreNotEmptyError                a copy's target already holds items
     ├── ItemNotFoundError (LookupError)       no item with that id (in that scope)
     ├── ConflictNotFoundError (LookupError)   no recorded conflict with that id (in that scope)
     ├── DuplicateItemError                    add() of an id that already exists
@@ -24,6 +25,7 @@ The tree::
         ├── SchemaVersionError                database schema is older or newer than the code
         ├── ReembedRequiredError              a store's vectors are being (or must be) re-embedded
         ├── IndexCorruptError                 a saved vector index cannot be used
+        ├── CopyIncompleteError               a copied store does not match its source
         └── QueryTimeoutError (TimeoutError)  a statement ran past the statement timeout
 
 Driver exceptions (SQLAlchemy, FAISS, sqlite3) never reach callers: backends translate them
@@ -40,6 +42,7 @@ __all__ = [
     "BackendUnavailableError",
     "ConfirmationDeclined",
     "ConflictNotFoundError",
+    "CopyIncompleteError",
     "DimensionMismatchError",
     "DuplicateItemError",
     "EmbedderMismatchError",
@@ -52,6 +55,7 @@ __all__ = [
     "QueryTimeoutError",
     "ReembedRequiredError",
     "SchemaVersionError",
+    "StoreNotEmptyError",
     "UnknownBackendError",
     "ValidationError",
 ]
@@ -125,6 +129,19 @@ class LifecycleStateError(ValidationError):
     superseding an item by itself: ``field`` names the item's state field and ``value`` the
     id. Nothing is changed.
     """
+
+
+class StoreNotEmptyError(ValidationError):
+    """A store was given as the target of a copy but already holds items (or a journal).
+
+    Copying into it would mix two memories, so nothing is written. ``target`` names the
+    store and ``count`` says how many items it holds.
+    """
+
+    def __init__(self, message: str, *, target: str, count: int) -> None:
+        super().__init__(message, field="target", value=target)
+        self.target = target
+        self.count = count
 
 
 class ItemNotFoundError(AgentEngineError, LookupError):
@@ -244,6 +261,20 @@ class ReembedRequiredError(BackendError):
 
 class IndexCorruptError(BackendError):
     """A saved vector index is unreadable or out of step with its record store."""
+
+
+class CopyIncompleteError(BackendError):
+    """A copied store's counts differ from its source's once the copy was written.
+
+    The target is incomplete (drop it and copy again); the source was only read.
+    ``differences`` lists what differs, one sentence each.
+    """
+
+    def __init__(
+        self, message: str, *, differences: tuple[str, ...], backend: str | None = None
+    ) -> None:
+        super().__init__(message, backend=backend)
+        self.differences = differences
 
 
 class QueryTimeoutError(BackendError, TimeoutError):

@@ -1,18 +1,30 @@
 """``agent-engine db ...``: a store as a whole.
 
-Its schema (alembic migrations, shipped in the wheel) and its embedder: ``reembed`` moves every
-stored vector to the embedder chosen with ``--embedder``.
+Its schema (alembic migrations, shipped in the wheel), its embedder (``reembed`` moves every
+stored vector to the embedder chosen with ``--embedder``) and its backend (``copy`` moves
+everything it holds into a new store, SQLite to PostgreSQL, say).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any
 
+import attrs
+import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
-from agent_engine import EmbedderIdentity
+from agent_engine import EmbedderIdentity, EmbeddingError
 from agent_engine.cli._errors import CommandError
 from agent_engine.cli._output import console, emit_json, err_console
 from agent_engine.cli._settings import settings
@@ -23,13 +35,18 @@ from agent_engine.cli._store import (
     locate,
     make_embedder,
     open_store,
+    scheme_of,
     sql_api,
+    sqlite_path,
 )
+from agent_engine.embeddings import Matrix
+from agent_engine.memory import COPY_BATCH, CopyReport, copy_store
+from agent_engine.memory.backend import Progress as ProgressCallback
 
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="The store as a whole: upgrade its schema, show its revision, re-embed it.",
+    help="The store as a whole: upgrade its schema, show its revision, re-embed it, copy it.",
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: see the note in ._app
 )
@@ -93,22 +110,8 @@ def reembed(
     store = open_store(options.db, access=Access.WRITE, statement_timeout=options.statement_timeout)
     try:
         before = store.backend.stored_identity()
-        if options.json:
-            count = store.backend.reembed(embedder, batch_size=batch_size)
-        else:
-            with Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err_console(),
-            ) as progress:
-                bar = progress.add_task(f"Re-embedding with {embedder.name}", total=None)
-                count = store.backend.reembed(
-                    embedder,
-                    batch_size=batch_size,
-                    progress=lambda done, total: progress.update(bar, completed=done, total=total),
-                )
+        with _progress(f"Re-embedding with {embedder.name}", shown=not options.json) as progress:
+            count = store.backend.reembed(embedder, batch_size=batch_size, progress=progress)
         after = store.backend.stored_identity()
     finally:
         store.backend.close()
@@ -126,4 +129,141 @@ def reembed(
     now = after.describe() if after is not None else EmbedderIdentity.of(embedder).describe()
     console().print(
         Text(f"{store.url}: re-embedded {count} memories with {now} (was {was})"), soft_wrap=True
+    )
+
+
+@contextmanager
+def _progress(description: str, *, shown: bool) -> Iterator[ProgressCallback | None]:
+    """A progress bar on stderr fed by ``progress(done, total)`` (none for ``--json``).
+
+    The bar appears with the first report, so a command refused before it starts (a copy
+    into a filled store, say) prints its error alone.
+    """
+    if not shown:
+        yield None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+    )
+    bars: list[TaskID] = []
+
+    def report(done: int, total: int) -> None:
+        if not bars:
+            progress.start()
+            bars.append(progress.add_task(description, total=None))
+        progress.update(bars[0], completed=done, total=total)
+
+    try:
+        yield report
+    finally:
+        if bars:
+            progress.stop()
+
+
+@attrs.frozen
+class _RecordedEmbedder:
+    """The identity of the source's vectors, for the target to record; it never embeds.
+
+    A target opened without an embedder would record only the vectors' size, and then take
+    any embedder of that size. Opened with this, it records the name too. ``db copy`` copies
+    vectors as they are stored, so embedding anything is a mistake it refuses.
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Refuse: the source holds a memory without a vector, which a copy cannot make."""
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        raise EmbeddingError(
+            f"the source holds memories without a vector, which `db copy` does not make "
+            f"(the store's vectors are {self.name}'s): copy it with "
+            "agent_engine.memory.copy_store into a target opened with that embedder"
+        )
+
+
+def _same_store(source: str, target: str) -> bool:
+    """Whether two URLs name one store: the same text, or the same SQLite file."""
+    if source == target:
+        return True
+    if scheme_of(source) != "sqlite" or scheme_of(target) != "sqlite":
+        return False
+    ours, theirs = sqlite_path(source), sqlite_path(target)
+    return ours is not None and theirs is not None and ours.resolve() == theirs.resolve()
+
+
+def _report_json(source: str, target: str, report: CopyReport) -> dict[str, Any]:
+    return {
+        "source": source,
+        "target": target,
+        "items": report.items,
+        "events": report.events,
+        "conflicts": report.conflicts,
+        "scopes": [
+            {"namespace": namespace, "tier": tier.value, "items": count}
+            for (namespace, tier), count in sorted(report.scopes.items())
+        ],
+        "states": dict(report.states),
+        "embedder": _identity_json(report.identity),
+        "verified": report.verified,
+    }
+
+
+@app.command()
+def copy(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="The store to copy (a URL, as for --db).")],
+    target: Annotated[
+        str, typer.Argument(help="A new, empty store to copy it into (created if needed).")
+    ],
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Memories read and written per step.")
+    ] = COPY_BATCH,
+) -> None:
+    """Copy everything a store holds into a new, empty one (SQLite to PostgreSQL, say).
+
+    Every memory in every tier and state (archived, superseded history), its vector as
+    stored, the journal and the recorded conflicts; then both sides are counted. The target
+    is created and migrated if needed and must hold no memories; the source is only read.
+    """
+    options = settings(ctx)
+    if _same_store(source, target):
+        raise CommandError(f"{source} and {target} are the same store; copy into another one")
+    origin = open_store(source, statement_timeout=options.statement_timeout)
+    try:
+        identity = origin.backend.stored_identity()
+        recorded = (
+            None
+            if identity is None or identity.name is None
+            else _RecordedEmbedder(identity.name, identity.dim)
+        )
+        copied = open_store(
+            target,
+            embedder=recorded,
+            access=Access.CREATE,
+            statement_timeout=options.statement_timeout,
+        )
+        try:
+            with _progress(f"Copying to {copied.url}", shown=not options.json) as progress:
+                report = copy_store(
+                    origin.backend, copied.backend, batch_size=batch_size, progress=progress
+                )
+        finally:
+            copied.backend.close()
+    finally:
+        origin.backend.close()
+    if options.json:
+        emit_json(_report_json(origin.url, copied.url, report))
+        return
+    console().print(
+        Text(
+            f"{origin.url} -> {copied.url}: copied {report.items} memories, "
+            f"{report.events} journal events and {report.conflicts} conflicts; verified"
+        ),
+        soft_wrap=True,
     )

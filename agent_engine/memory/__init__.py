@@ -33,6 +33,7 @@ from agent_engine.memory.conflicts import (
     ConflictType,
     InMemoryConflictStore,
 )
+from agent_engine.memory.copy import COPY_BATCH, CopyReport, copy_store
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.faiss import set_default_store as _set_default_store
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -64,10 +65,12 @@ __all__ = [
     "AuditStore",
     "Backend",
     "BaseBackend",
+    "COPY_BATCH",
     "Configuration",
     "Conflict",
     "ConflictStore",
     "ConflictType",
+    "CopyReport",
     "FaissBackend",
     "InMemoryAuditStore",
     "InMemoryBackend",
@@ -81,6 +84,7 @@ __all__ = [
     "Written",
     "backend_for_scheme",
     "backends",
+    "copy_store",
     "get_backend",
     "register_backend",
 ]
