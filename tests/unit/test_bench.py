@@ -181,7 +181,7 @@ class TestRunnerArguments:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
         message = (
-            "'speed' is not a part of the suite (quality, cost, currentness, aging, conflicts)"
+            "'speed' is not a part of the suite (quality, cost, currentness, aging, conflicts, dedup)"
         )
         assert message in capsys.readouterr().err
 
