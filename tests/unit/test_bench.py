@@ -180,9 +180,8 @@ class TestRunnerArguments:
         with pytest.raises(SystemExit) as exit_info:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
-        message = (
-            "'speed' is not a part of the suite (quality, cost, currentness, aging, conflicts, dedup)"
-        )
+        parts = "quality, cost, currentness, aging, conflicts, dedup"
+        message = f"'speed' is not a part of the suite ({parts})"
         assert message in capsys.readouterr().err
 
     def test_every_default_backend_has_a_factory(self):
