@@ -32,7 +32,13 @@ from agent_engine.memory._redis_layout import (
     live_namespaces,
     queue_namespace,
 )
-from agent_engine.memory.audit import check_namespace, check_window, redact_event, wanted_actions
+from agent_engine.memory.audit import (
+    check_namespace,
+    check_window,
+    redact_event,
+    select_events,
+    wanted_actions,
+)
 from agent_engine.memory.conflicts import (
     Conflict,
     check_id,
@@ -114,16 +120,15 @@ class RedisAuditStore:
         """Return matching events, newest first (ties by id, newest id first)."""
         check_window(since, until, limit)
         check_namespace(namespace)
-        wanted = wanted_actions(actions)
-        found = [
-            event
-            for event in self._load(namespace)
-            if (since is None or event.at >= since)
-            and (until is None or event.at < until)
-            and (wanted is None or event.action in wanted)
-        ]
-        found.sort(key=lambda event: (event.at, event.id), reverse=True)
-        return found if limit is None else found[:limit]
+        loaded = self._load(namespace)
+        return select_events(
+            loaded,
+            namespace=namespace,
+            since=since,
+            until=until,
+            wanted=wanted_actions(actions),
+            limit=limit,
+        )
 
     def count(self, *, namespace: str | None = None) -> int:
         """Count events (in one namespace, or all)."""

@@ -14,7 +14,7 @@ import hashlib
 import json
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,6 +80,32 @@ def erasure_token(item_id: str) -> str:
         item_id.encode("utf-8", "surrogatepass"), key=secrets.token_bytes(16), digest_size=16
     )
     return ERASED_PREFIX + digest.hexdigest()
+
+
+def select_events(
+    events: Iterable[AuditEvent],
+    *,
+    namespace: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    wanted: Collection[AuditAction] | None,
+    limit: int | None,
+) -> list[AuditEvent]:
+    """The matching ``events``, newest first (ties by id).
+
+    What ``events()`` returns for a journal read into the process; the arguments are checked
+    already (``wanted`` from :func:`wanted_actions`).
+    """
+    found = [
+        event
+        for event in events
+        if (namespace is None or event.namespace == namespace)
+        and (since is None or event.at >= since)
+        and (until is None or event.at < until)
+        and (wanted is None or event.action in wanted)
+    ]
+    found.sort(key=lambda event: (event.at, event.id), reverse=True)
+    return found if limit is None else found[:limit]
 
 
 def redact_value(value: Any, tokens: Mapping[str, str]) -> Any:
@@ -178,19 +204,16 @@ class InMemoryAuditStore:
         """Return matching events, newest first (ties by id, newest id first)."""
         check_window(since, until, limit)
         check_namespace(namespace)
-        wanted = wanted_actions(actions)
         with self._lock:
             snapshot = list(self._events)
-        found = [
-            event
-            for event in snapshot
-            if (namespace is None or event.namespace == namespace)
-            and (since is None or event.at >= since)
-            and (until is None or event.at < until)
-            and (wanted is None or event.action in wanted)
-        ]
-        found.sort(key=lambda event: (event.at, event.id), reverse=True)
-        return found if limit is None else found[:limit]
+        return select_events(
+            snapshot,
+            namespace=namespace,
+            since=since,
+            until=until,
+            wanted=wanted_actions(actions),
+            limit=limit,
+        )
 
     def count(self, *, namespace: str | None = None) -> int:
         """Count events (in one namespace, or all)."""
