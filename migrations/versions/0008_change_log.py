@@ -50,9 +50,6 @@ def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
         _changes.drop_log(bind)
-    op.execute(
-        sa.text(
-            f"DELETE FROM ae_store_meta WHERE key IN ('{_changes.STORE_ID_KEY}', '{_changes.ERASURES_KEY}')"
-        )
-    )
+    statement = sa.text("DELETE FROM ae_store_meta WHERE key IN (:store_id, :erasures)")
+    op.execute(statement.bindparams(store_id=_changes.STORE_ID_KEY, erasures=_changes.ERASURES_KEY))
     op.drop_table("ae_changes")
