@@ -428,18 +428,29 @@ def check(results: dict[str, Any]) -> None:
 
 def table(results: dict[str, Any]) -> list[str]:
     """The rounds as a Markdown table, with the checks' outcome under it."""
+    length = (
+        f"{results['duration_s']:g} s"
+        if results["steps_per_worker"] is None
+        else f"{results['steps_per_worker']} steps per process"
+    )
     lines = [
         (
-            "| store | items | processes | steps | builds/s | writes/s | builds/s per process | "
-            "build p50 / p95 ms | write p50 / p95 ms | lost / unaccounted | misses / checks |"
+            f"{results['items']:,} memories loaded ({results['load_items_per_s']:,.0f} per "
+            f"second), then rounds of {length} on {results['cpus']} CPUs."
         ),
-        "|---" * 11 + "|",
+        "",
+        (
+            "| store | items | processes | steps | builds/s | writes/s | builds/s per process | "
+            "build p50 / p95 ms | first build ms | write p50 / p95 ms | lost / unaccounted | "
+            "misses / checks |"
+        ),
+        "|---" * 12 + "|",
     ]
     lines.extend(
         f"| {results['store']} | {results['items']:,} | {r['processes']} | {r['steps']} | "
         f"{r['builds_per_s']:.1f} | {r['writes_per_s']:.1f} | "
         f"{r['builds_per_s_per_process']:.1f} | "
-        f"{r['build_p50_ms']:.1f} / {r['build_p95_ms']:.1f} | "
+        f"{r['build_p50_ms']:.1f} / {r['build_p95_ms']:.1f} | {r['first_build_ms']:.0f} | "
         f"{r['write_p50_ms']:.1f} / {r['write_p95_ms']:.1f} | "
         f"{r['lost']} / {r['unaccounted']} | {r['misses']} / {r['visibility_checks']} |"
         for r in results["rounds"]
