@@ -68,6 +68,8 @@ STORES = ("pgvector", "sqlite")
 DIM = 384
 CHUNK = 5000
 WARM_UP = 2
+SET_UP_S = 900
+"""How long workers may take to open the store and warm up before the round is given up."""
 _NO_WRITE = -1
 
 
@@ -280,9 +282,13 @@ def _run_round(spec: _Round, project: ProjectMemoryStore) -> dict[str, Any]:
     for process in workers:
         process.start()
     with contextlib.suppress(threading.BrokenBarrierError):  # a worker failed: its error follows
-        ready.wait()
+        ready.wait(timeout=SET_UP_S)
     reports = _collect(results, workers)
-    errors = [r["error"] for r in reports if "error" in r]
+    # The worker that failed first, not the others it left waiting at a broken barrier.
+    errors = sorted(
+        (r["error"] for r in reports if "error" in r),
+        key=lambda error: error.startswith("BrokenBarrierError"),
+    )
     if errors:
         raise BackendError(f"a worker failed: {errors[0]}")
     after = project.count()
