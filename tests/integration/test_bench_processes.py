@@ -122,3 +122,14 @@ class TestOptions:
     def test_bad_settings_are_refused(self, fields):
         with pytest.raises(ValidationError):
             ProcessesConfig(**fields)
+
+
+class TestTheChecksCanFail:
+    def test_processes_that_share_nothing_are_caught(self):
+        """``memory://`` gives each process a store of its own: misses and lost writes."""
+        results = run_processes(ProcessesConfig(url="memory://", items=50, processes=(2,), steps=3))
+        (round_,) = results["rounds"]
+        assert round_["misses"] == round_["visibility_checks"] > 0
+        assert round_["lost"] == round_["stored"] == 6
+        with pytest.raises(BackendError, match="2 processes: 6 writes lost"):
+            check(results)
