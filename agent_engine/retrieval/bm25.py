@@ -97,6 +97,11 @@ class LexicalIndex:
     def __contains__(self, item_id: object) -> bool:
         return item_id in self._docs
 
+    def item_ids(self) -> list[str]:
+        """The ids of every indexed item."""
+        with self._lock:
+            return list(self._docs)
+
     # ------------------------------------------------------------------ snapshots
 
     def snapshot(self) -> Snapshot:
@@ -163,7 +168,9 @@ class LexicalIndex:
             recipe = docs.recipe(item_id) if isinstance(docs, LazyMap) else None
             if recipe is not None and restored is not None:
                 if old_codes is None:
-                    old_codes = np.array([codes[t] for t in restored.vocabulary], np.int64)
+                    # A term only removed documents held has no code now; no document
+                    # still waiting to be read holds it.
+                    old_codes = np.array([codes.get(t, -1) for t in restored.vocabulary], np.int64)
                 start, stop = restored.doc_span(recipe)
                 table.terms.append(old_codes[restored.doc_terms[start:stop]])
                 table.counts.append(restored.doc_counts[start:stop])

@@ -503,6 +503,19 @@ class TestSnapshots:
         assert index.sources() == rebuilt.sources()
         assert len(index) == len(current)
 
+    def test_a_term_only_removed_items_held_leaves_the_next_snapshot(self):
+        """Restore, remove every item holding a term, snapshot again: the others, never read
+        since the restore, keep their terms."""
+        index = LexicalIndex()
+        index.upsert([item("a", "apple"), item("b", "banana cherry"), item("c", "cherry")])
+        index = LexicalIndex.restore(index.snapshot())
+        index.remove(["a"])
+        again = LexicalIndex.restore(index.snapshot())
+        assert again.scores("apple") == {}
+        assert_same_scores(again.scores("banana cherry"), index.scores("banana cherry"))
+        again.upsert([item("b", "banana")])  # reads b's terms from the arrays
+        assert set(again.scores("cherry")) == {"c"}
+
     def test_restoring_keeps_the_okapi_parameters(self):
         index = LexicalIndex(k1=0.9, b=0.4, neighbour_weight=0.0)
         index.upsert([item("a", "apple fig", session="s"), item("b", "apple", session="s")])
