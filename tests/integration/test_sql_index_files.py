@@ -130,6 +130,19 @@ class TestFiles:
                 (h.item.id, round(h.score, 5)) for h in scanning.search(query, k=10)
             ]
 
+    def test_an_emptied_scope_leaves_no_file(self, saved):
+        """Scopes come and go (a task's, say): one emptied has its file removed, not kept."""
+        path, _ = saved
+        backend, _ = _open(path)
+        with backend:
+            backend.clear(SCOPE)
+            assert len(backend.lexical_index(SCOPE)) == 0
+        assert _lexical_files(path) == []
+        reopened, warnings = _open(path)
+        with reopened:
+            assert warnings == []
+            assert reopened.lexical_search("topic", k=5, filters=SCOPE) == []
+
     def test_read_only_store_uses_the_files_and_never_writes_them(self, saved):
         path, items = saved
         before = {p: p.read_bytes() for p in [_vector_file(path), *_lexical_files(path)]}

@@ -26,7 +26,7 @@ from agent_engine.memory.sql import (
     upgrade_database,
 )
 from agent_engine.memory.sql._engine import create_engine
-from agent_engine.memory.sql._migrate import VERSION_TABLE, downgrade
+from agent_engine.memory.sql._migrate import VERSION_TABLE, _listed_head, downgrade, migrations_path
 from agent_engine.memory.sql._pgvector import holds_pgvector, include_name, vector_metadata
 from agent_engine.memory.sql._schema import metadata
 from agent_engine.models import ContextItem
@@ -54,6 +54,11 @@ def _tables(url):
 
 def _indexes(engine):
     return {index["name"] for index in sa.inspect(engine).get_indexes("ae_items")}
+
+
+def test_the_head_read_from_the_scripts_is_alembics():
+    """Opening a store at the head skips alembic; the head it compares with must be alembic's."""
+    assert _listed_head(migrations_path()) == head_revision()
 
 
 class TestRevisions:

@@ -350,6 +350,12 @@ class IndexFiles:
         if path is None or self.read_only:
             return
         index: LexicalIndex = followed.index
+        if not len(index):
+            # An empty scope (a finished task's, say) costs nothing to build: no file, so
+            # scopes that come and go leave none behind.
+            path.unlink(missing_ok=True)
+            followed.saved = followed.seq
+            return
         arrays: dict[str, Any] = dict(index.snapshot())
         stamp = _Stamp(current.store_id, followed.seq, followed.erasures, _scope_data(key))
         arrays["stamp"] = np.frombuffer(json.dumps(stamp.data()).encode(), dtype=np.uint8)
