@@ -342,7 +342,7 @@ def _store(config: ProcessesConfig) -> Iterator[str]:
     if config.url is not None:
         yield config.url
     elif config.store == "pgvector":
-        from agent_engine.testing.servers import pgvector_server_process  # noqa: PLC0415
+        from agent_engine.memory.sql._pgserver import pgvector_server_process  # noqa: PLC0415
 
         with pgvector_server_process() as url:
             yield url

@@ -3,8 +3,7 @@
 :class:`BackendConformance` is the suite every backend passes unchanged; :class:`BackendFuzz`
 feeds adversarial input to a backend and the stores and assembler on it. Both need pytest
 and hypothesis (the ``test`` extra), so they load on first use: importing this package needs
-neither. Nothing else in agent_engine imports this package, but for the benchmark suite, which
-starts its PostgreSQL server with :mod:`agent_engine.testing.servers`.
+neither. Nothing else in agent_engine imports this package.
 """
 
 import typing as _typing

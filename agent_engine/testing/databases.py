@@ -26,7 +26,7 @@ import pytest
 import sqlalchemy as sa
 
 from agent_engine.errors import BackendUnavailableError
-from agent_engine.testing.servers import pgvector_server_process
+from agent_engine.memory.sql._pgserver import pgvector_server_process
 
 __all__ = [
     "PG_ENV",
@@ -87,7 +87,7 @@ def redis_server_url() -> str:
 def pgvector_server() -> Iterator[str]:
     """Start a PostgreSQL server with pgvector in a temporary folder; yield its URL; stop it.
 
-    The server is :func:`~agent_engine.testing.servers.pgvector_server_process`'s; one that
+    The server is :func:`~agent_engine.memory.sql._pgserver.pgvector_server_process`'s; one that
     cannot start skips the test, or fails it under ``CI=true``.
     """
     stack = ExitStack()

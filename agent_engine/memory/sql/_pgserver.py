@@ -2,9 +2,10 @@
 
 :func:`pgvector_server_process` starts PostgreSQL (with the pgvector extension created in its
 ``public`` schema) in a temporary folder through the ``pgserver`` package (extra ``test``),
-yields its URL and stops it, deleting the folder. It needs no pytest, so the benchmark suite
-uses it too; :func:`agent_engine.testing.databases.pgvector_server` wraps it for tests,
-turning a server that cannot start into a skip (or a failure under ``CI=true``).
+yields its URL and stops it, deleting the folder. It needs no pytest: the benchmark's
+``pgvector`` store configuration (:func:`temporary_pgvector`) and ``bench processes`` start
+one; :func:`agent_engine.testing.databases.pgvector_server` wraps it for tests, turning a
+server that cannot start into a skip (or a failure under ``CI=true``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from agent_engine.embeddings import Embedder
 from agent_engine.errors import BackendUnavailableError
+from agent_engine.memory.sql.backend import SQLAlchemyBackend
 
-__all__ = ["pgvector_server_process"]
+__all__ = ["pgvector_server_process", "temporary_pgvector"]
 
 
 @contextmanager
@@ -63,3 +66,29 @@ def pgvector_server_process() -> Iterator[str]:
     finally:
         server.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Served(SQLAlchemyBackend):
+    """A store on a server of its own, which :meth:`close` stops."""
+
+    def __init__(self, server: ExitStack, url: str, embedder: Embedder) -> None:
+        super().__init__(url, embedder=embedder, upgrade=True)
+        self._server = server
+
+    def close(self) -> None:
+        """Close the store, then stop its server and delete its folder."""
+        try:
+            super().close()
+        finally:
+            self._server.close()
+
+
+def temporary_pgvector(work: Path, embedder: Embedder) -> SQLAlchemyBackend:  # noqa: ARG001
+    """The ``pgvector`` configuration: an empty store on a new pgvector server, stopped on close."""
+    server = ExitStack()
+    url = server.enter_context(pgvector_server_process())
+    try:
+        return _Served(server, url, embedder)
+    except BaseException:
+        server.close()
+        raise
