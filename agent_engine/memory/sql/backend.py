@@ -688,7 +688,7 @@ class SQLAlchemyBackend(BaseBackend):
     def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
         """pgvector: a statement per query; SQLite: the index file's rows; else one scan."""
         if self._pgvector:
-            return [self._search(query, k, where) for query in queries]
+            return self._pgvector_search(queries, k, where)
         if self._files is not None:
             with self._files.lock:  # the rows stay as they are while the walk reads them
                 return search_rows(
@@ -713,28 +713,34 @@ class SQLAlchemyBackend(BaseBackend):
             return self._search_many(query.reshape(1, -1), k, where)[0]
         if not self._pgvector:
             return super()._search(query, k, where)
+        return self._pgvector_search(query.reshape(1, -1), k, where)[0]
+
+    def _pgvector_search(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """A statement per query over the HNSW index, all in one read transaction.
+
+        A batch (a write's near-duplicate check, say) pays one transaction and one
+        ``SET LOCAL``, not one per query.
+        """
         condition = where_clause(where, self._dialect)
         limit = _pgvector.candidates(k)
 
-        def work(connection: sa.Connection) -> list[Any]:
+        def work(connection: sa.Connection) -> list[list[Any]]:
             ef_search = _pgvector.ef_search(limit)
             connection.execute(sa.text(f"SET LOCAL hnsw.ef_search = {ef_search}"))
-            statement = _pgvector.search_statement(condition, query, limit, exact=False)
-            rows = list(connection.execute(statement).all())
-            if len(rows) < limit:
-                statement = _pgvector.search_statement(condition, query, limit, exact=True)
+            found = []
+            for query in queries:
+                statement = _pgvector.search_statement(condition, query, limit, exact=False)
                 rows = list(connection.execute(statement).all())
-            return rows
+                if len(rows) < limit:
+                    statement = _pgvector.search_statement(condition, query, limit, exact=True)
+                    rows = list(connection.execute(statement).all())
+                found.append(rows)
+            return found
 
-        found = [row_item(row[:-1]) for row in self._read(work)]
-        if not found:
-            return []
-        # Rescored as the scan scores (float32 cosines), so near-ties break the same way.
-        vectors = np.vstack([item.embedding for item in found if item.embedding is not None])
-        scores = normalize_rows(vectors) @ query
-        hits = [SearchHit(item, float(score)) for item, score in zip(found, scores, strict=True)]
-        hits.sort(key=lambda hit: (-hit.score, hit.item.id))
-        return hits[:k]
+        return [
+            _rescored([row_item(row[:-1]) for row in rows], query, k)
+            for rows, query in zip(self._read(work), queries, strict=True)
+        ]
 
     def _scan_vectors(self, where: Filter, chunk: int) -> Iterator[tuple[list[str], Matrix]]:
         """Matching vectors in id order, one keyset-paginated query per chunk.
@@ -798,6 +804,20 @@ class SQLAlchemyBackend(BaseBackend):
                 self._files.close()
         self._closed = True
         self._engine.dispose()
+
+
+def _rescored(found: list[ContextItem], query: Vector, k: int) -> list[SearchHit]:
+    """The ``k`` best of ``found`` scored as the scan scores them (float32 cosines, ties by id).
+
+    So near-ties break the same way on every backend.
+    """
+    if not found:
+        return []
+    vectors = np.vstack([item.embedding for item in found if item.embedding is not None])
+    scores = normalize_rows(vectors) @ query
+    hits = [SearchHit(item, float(score)) for item, score in zip(found, scores, strict=True)]
+    hits.sort(key=lambda hit: (-hit.score, hit.item.id))
+    return hits[:k]
 
 
 def _fetch_all(query: sa.Select[Any]) -> Callable[[sa.Connection], list[Any]]:
