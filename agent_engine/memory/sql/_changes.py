@@ -50,7 +50,7 @@ _TRIGGERS = {
     ),
     "ae_items_logged_update": (
         "AFTER UPDATE ON ae_items BEGIN "
-        "INSERT OR REPLACE INTO ae_changes (item_id) VALUES (OLD.id); "
+        "INSERT OR REPLACE INTO ae_changes (item_id) SELECT OLD.id WHERE OLD.id IS NOT NEW.id; "
         "INSERT OR REPLACE INTO ae_changes (item_id) VALUES (NEW.id); END"
     ),
 }
