@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -47,3 +49,23 @@ def statements(engine: sa.Engine, keep: Callable[[str], bool]) -> Iterator[list[
         yield seen
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
+
+
+DAMAGES = ["truncated", "flipped-bytes", "garbage", "empty"]
+"""The ways real files get damaged, for :func:`damage_file`."""
+
+
+def damage_file(path: Path, damage: str) -> None:
+    """Damage ``path`` one of the :data:`DAMAGES` ways: a torn copy, flipped bytes, another
+    file's bytes over it, or nothing left."""
+    data = bytearray(path.read_bytes())
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "flipped-bytes":
+        middle = len(data) // 2
+        data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    elif damage == "garbage":
+        data = bytearray(os.urandom(len(data)))
+    else:
+        data = bytearray()
+    path.write_bytes(bytes(data))

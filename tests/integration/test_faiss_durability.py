@@ -27,6 +27,7 @@ from agent_engine.memory._vector_rows import RowIndex
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.testing.conformance import make_item
+from tests.integration.conftest import DAMAGES, damage_file
 
 DIM = 32
 
@@ -90,21 +91,11 @@ class TestIndexFile:
         _assert_complete(backend, items)
         assert path.exists()
 
-    @pytest.mark.parametrize("damage", ["truncated", "flipped-bytes", "garbage", "empty"])
+    @pytest.mark.parametrize("damage", DAMAGES)
     def test_corrupt_file_is_rebuilt(self, saved, damage):
         """A torn or overwritten file is detected (zip CRCs, header checks) and rebuilt."""
         store, path, items = saved
-        data = bytearray(path.read_bytes())
-        if damage == "truncated":
-            data = data[: len(data) // 2]
-        elif damage == "flipped-bytes":
-            middle = len(data) // 2
-            data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
-        elif damage == "garbage":
-            data = bytearray(os.urandom(len(data)))
-        else:
-            data = bytearray()
-        path.write_bytes(bytes(data))
+        damage_file(path, damage)
         backend, warnings = _open(store, path)
         assert warnings == ["faiss_index_corrupt_rebuilding"]
         _assert_complete(backend, items)

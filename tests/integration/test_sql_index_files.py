@@ -26,6 +26,7 @@ from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.memory.sql._changes import position
 from agent_engine.models import ArchiveReason, ContextItem, Tier
+from tests.integration.conftest import DAMAGES, damage_file
 
 DIM = 32
 SCOPE = {"namespace": "project:files", "tier": "project"}
@@ -209,22 +210,12 @@ class TestOtherWriters:
 
 
 class TestUntrustedFiles:
-    @pytest.mark.parametrize("damage", ["truncated", "flipped-bytes", "garbage", "empty"])
+    @pytest.mark.parametrize("damage", DAMAGES)
     @pytest.mark.parametrize("which", ["vectors", "lexical"])
     def test_damaged_file_is_rebuilt(self, saved, damage, which):
         path, items = saved
         target = _vector_file(path) if which == "vectors" else _lexical_files(path)[0]
-        data = bytearray(target.read_bytes())
-        if damage == "truncated":
-            data = data[: len(data) // 2]
-        elif damage == "flipped-bytes":
-            middle = len(data) // 2
-            data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
-        elif damage == "garbage":
-            data = bytearray(os.urandom(len(data)))
-        else:
-            data = bytearray()
-        target.write_bytes(bytes(data))
+        damage_file(target, damage)
         backend, _ = _open(path)
         with backend:
             _, warnings = _searched(backend)
