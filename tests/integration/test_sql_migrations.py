@@ -26,9 +26,10 @@ from agent_engine.memory.sql import (
     upgrade_database,
 )
 from agent_engine.memory.sql._engine import create_engine
+from agent_engine.memory.sql._fulltext import INDEX_NAME as FULLTEXT_INDEX
 from agent_engine.memory.sql._migrate import VERSION_TABLE, downgrade
 from agent_engine.memory.sql._pgvector import holds_pgvector, include_name, vector_metadata
-from agent_engine.memory.sql._schema import metadata
+from agent_engine.memory.sql._schema import metadata, sqlite_metadata
 from agent_engine.models import ContextItem
 from agent_engine.tiers.project import ProjectMemoryStore
 from tests.integration.conftest import SQL_KINDS, empty_database
@@ -73,6 +74,32 @@ class TestRevisions:
         with SQLAlchemyBackend(sql_url) as backend:
             backend.add(ContextItem.create("note", "after the round trip", tags=["a"]))
             assert backend.count({"tags": "a"}) == 1
+
+    def test_fulltext_revision_indexes_postgresql_alone(self, sql_url):
+        """0008 makes the GIN index on PostgreSQL, its downgrade drops it; SQLite has none.
+
+        Items stored before the index is made are found once it is: it covers them.
+        """
+        postgresql = not sql_url.startswith("sqlite")
+        scope = {"namespace": "project:a", "tier": "project"}
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add(
+                ContextItem.create(
+                    "note", "postgres migrations", id="m0", namespace="project:a", tier="project"
+                )
+            )
+        engine = create_engine(sql_url)
+        try:
+            assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
+            downgrade(engine, "0007")
+            assert database_revision(sql_url) == "0007"
+            assert FULLTEXT_INDEX not in _indexes(engine)
+            upgrade_database(sql_url)
+            assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
+        finally:
+            engine.dispose()
+        with SQLAlchemyBackend(sql_url) as backend:
+            assert [h.item.id for h in backend.lexical_search("migration", 1, scope)] == ["m0"]
 
     def test_status_index_revision_keeps_items(self, sql_url):
         """0002 only adds the pinned-items index: down to 0001 and back, nothing stored is lost."""
@@ -179,7 +206,9 @@ class TestRevisions:
         """alembic autogenerate finds nothing to do: no drift between models and migrations.
 
         A pgvector store is compared with the schema of one (a ``vector`` embedding column),
-        after a vector has made its HNSW index, which is left out of the comparison.
+        after a vector has made its HNSW index, which is left out of the comparison. A
+        SQLite store is compared with the schema without the PostgreSQL-only full-text
+        index, which alembic cannot compare there.
         """
         upgrade_database(sql_url)
         pgvector = request.node.callspec.params["sql_url"] == "pgvector"
@@ -198,7 +227,10 @@ class TestRevisions:
                         "include_name": include_name,
                     },
                 )
-                target = vector_metadata() if pgvector else metadata
+                kind = request.node.callspec.params["sql_url"]
+                target = {"pgvector": vector_metadata, "sqlite": sqlite_metadata}.get(
+                    kind, lambda: metadata
+                )()
                 assert compare_metadata(context, target) == []
                 if pgvector:
                     assert _indexes(engine) >= {"ix_ae_items_embedding_hnsw_16"}

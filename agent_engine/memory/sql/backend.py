@@ -5,13 +5,14 @@ mid-batch leaves what was committed before it intact. Filters, ordering and limi
 database (:mod:`._filters`). On PostgreSQL with pgvector (:mod:`._pgvector`) vector search is
 one SQL statement over an HNSW index; elsewhere exact vector search streams the matching
 vectors in bounded, SQL-filtered chunks through the inherited scan, so no call loads a whole
-table.
+table. On PostgreSQL lexical search is the database's full-text search (:mod:`._fulltext`);
+on SQLite it is the in-process BM25 index the other backends share.
 
 Other processes write the same database, so what a backend object knows is checked where it
 matters, in the database (:mod:`._meta`): every write that carries vectors reads the store's
 recorded embedder in its own transaction (and records it with the first vector), every
 vector search reads it before scanning, and every write bumps its scopes' change counters in
-its own transaction, which lexical indexes compare on every use.
+its own transaction, which in-process lexical indexes (SQLite's) compare on every use.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from agent_engine.memory.sql._engine import (
     timed_out,
 )
 from agent_engine.memory.sql._filters import select_items, where_clause
+from agent_engine.memory.sql._fulltext import FullTextScope
 from agent_engine.memory.sql._meta import (
     Reembedding,
     StoreMeta,
@@ -88,6 +90,7 @@ from agent_engine.memory.sql._rows import (
 )
 from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, items
 from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier, Vector
+from agent_engine.retrieval.lexical import LexicalScope
 
 __all__ = ["SQLAlchemyBackend"]
 
@@ -592,6 +595,17 @@ class SQLAlchemyBackend(BaseBackend):
     def _scope_versions(self, key: tuple[str | None, Tier | None]) -> ScopeVersions:
         namespace, tier = key
         return self._read_one(lambda connection: read_versions(connection, namespace, tier))
+
+    def _lexical_scope(self, key: tuple[str | None, Tier | None]) -> LexicalScope:
+        """On PostgreSQL, the database's full-text search (:mod:`._fulltext`); else BM25.
+
+        Nothing is built or cached in the process: each question is a statement over the
+        GIN-indexed table, so other processes' writes show at once.
+        """
+        if self._dialect != "postgresql":
+            return super()._lexical_scope(key)
+        namespace, tier = key
+        return FullTextScope(self._read, namespace, tier)
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         """One ``UPDATE ... SET access_count = access_count + 1``: concurrent counts add up.
