@@ -1,11 +1,12 @@
-"""Full-text search in PostgreSQL: a GIN index over each item's ``tsvector``.
+"""Full-text search in PostgreSQL: each item's ``tsvector``, stored and GIN-indexed.
 
-On PostgreSQL this creates ``ix_ae_items_fulltext``, a GIN index of the expression
-:func:`agent_engine.memory.sql._fulltext.document_sql` spells (the item's text, punctuation
-turned into spaces, through the ``simple`` configuration), which lexical search filters by
-(see :mod:`agent_engine.memory.sql._fulltext` for why this configuration). Building it reads
-every item once. SQLite is untouched: its lexical search stays the in-process BM25 index.
-The downgrade drops the index.
+On PostgreSQL this adds ``ae_items.fulltext``, a ``tsvector`` column generated from the
+item's text (:func:`agent_engine.memory.sql._fulltext.document_sql`: punctuation turned into
+spaces, the ``simple`` configuration) and stored, and ``ix_ae_items_fulltext``, its GIN
+index, which lexical search reads (see :mod:`agent_engine.memory.sql._fulltext` for why this
+configuration, and why stored). Adding the column rewrites the table once, computing every
+stored item's ``tsvector``. SQLite is untouched: its lexical search stays the in-process BM25
+index. The downgrade drops the index and the column.
 
 Revision ID: 0008
 Revises: 0007
@@ -28,11 +29,11 @@ def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name != "postgresql":
         return
-    _fulltext.create_index(bind)
+    _fulltext.add_column(bind)
 
 
 def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name != "postgresql":
         return
-    _fulltext.drop_index(bind)
+    _fulltext.drop_column(bind)

@@ -14,9 +14,9 @@ import attrs
 import pytest
 import sqlalchemy as sa
 
-from agent_engine.memory.sql import SQLAlchemyBackend
+from agent_engine.memory.sql import SQLAlchemyBackend, _fulltext
 from agent_engine.memory.sql._engine import create_engine
-from agent_engine.memory.sql._fulltext import INDEX_NAME, FullTextScope, document_sql
+from agent_engine.memory.sql._fulltext import COLUMN, INDEX_NAME, FullTextScope
 from agent_engine.models import ContextItem, Tier
 from agent_engine.retrieval.bm25 import LexicalIndex
 from tests.integration.conftest import empty_database
@@ -101,6 +101,26 @@ class TestMatches:
             assert sorted(hits.best(100)) == sorted(index.scores(query)), query
             assert len(hits) == len(index.scores(query))
 
+    def test_neighbours_lend_their_terms(self, backend):
+        """An item matches by its session neighbours' words too, below those holding them.
+
+        As in the in-process index: "Yes, yesterday!" answers the turn before it. The match
+        set is the BM25 index's on the same sessions.
+        """
+        texts = ["did you paint the lake?", "yes, yesterday!", "then we had lunch", "unrelated"]
+        items = [
+            _item(f"t{n}", text, session="talk", timestamp=T0 + timedelta(minutes=n))
+            for n, text in enumerate(texts)
+        ]
+        items.append(_item("far", "a lake far away", session="other"))
+        backend.add_many(items)
+        hits = backend.lexical_index(SCOPE).hits("lake")
+        index = LexicalIndex()
+        index.upsert(items)
+        assert sorted(hits.best(10)) == sorted(index.scores("lake")) == ["far", "t0", "t1"]
+        scores = hits.of(["t0", "t1", "t2"])
+        assert scores["t0"] > scores["t1"] > 0.0 == scores["t2"]
+
     def test_rare_terms_outrank_common_ones(self, backend):
         """Scores weigh a term by its rarity in the scope, as BM25 does."""
         backend.add_many(
@@ -111,6 +131,24 @@ class TestMatches:
         assert hits.best(1) == ["rare"]
         scores = hits.of(["rare", "common0", "nowhere"])
         assert scores["rare"] > scores["common0"] > 0.0 == scores["nowhere"]
+
+    def test_matches_beyond_the_prefetched_are_asked_for(self, backend, monkeypatch):
+        """``best`` past the matches fetched with the query, and ``of`` outside them, agree.
+
+        With two matches fetched per query, the rest come from further statements: the
+        ranking and the scores are those of a query that fetched them all.
+        """
+        backend.add_many([_item(f"i{n}", "kubernetes " * (n + 1) + "x" * n) for n in range(6)])
+        everything = backend.lexical_index(SCOPE).hits("kubernetes")
+        ranked = everything.best(10)
+        scores = everything.of(ranked)
+        monkeypatch.setattr(_fulltext, "PREFETCH", 2)
+        hits = backend.lexical_index(SCOPE).hits("kubernetes")
+        assert len(hits) == 6
+        assert hits.of([ranked[-1], "nowhere"]) == {ranked[-1]: scores[ranked[-1]], "nowhere": 0.0}
+        assert hits.best(4) == ranked[:4]
+        assert hits.best(10) == ranked
+        assert hits.of(ranked) == scores
 
     @pytest.mark.parametrize("query", ["", "   ", "the and of", "!!! ???", "yes oh wow"])
     def test_a_term_less_query_matches_nothing(self, backend, query):
@@ -221,7 +259,7 @@ class TestSessions:
 
 class TestIndex:
     def test_the_planner_reads_the_gin_index(self, backend, pg_url):
-        """A match is found through the GIN index: queries spell its expression exactly."""
+        """A match is found through the GIN index of the stored ``tsvector``."""
         backend.add_many([_item(f"i{n}", f"note {n}") for n in range(50)])
         engine = create_engine(pg_url)
         try:
@@ -230,7 +268,7 @@ class TestIndex:
                 plan = connection.execute(
                     sa.text(
                         "EXPLAIN SELECT id FROM ae_items AS i "  # noqa: S608 - fixed SQL
-                        f"WHERE {document_sql('i.text')} @@ CAST('note' AS tsquery)"
+                        f"WHERE i.{COLUMN} @@ CAST('note' AS tsquery)"
                     )
                 ).scalars()
                 assert INDEX_NAME in "\n".join(plan)

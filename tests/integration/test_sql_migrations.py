@@ -26,10 +26,12 @@ from agent_engine.memory.sql import (
     upgrade_database,
 )
 from agent_engine.memory.sql._engine import create_engine
+from agent_engine.memory.sql._fulltext import COLUMN as FULLTEXT_COLUMN
 from agent_engine.memory.sql._fulltext import INDEX_NAME as FULLTEXT_INDEX
+from agent_engine.memory.sql._fulltext import postgresql_metadata
 from agent_engine.memory.sql._migrate import VERSION_TABLE, downgrade
 from agent_engine.memory.sql._pgvector import holds_pgvector, include_name, vector_metadata
-from agent_engine.memory.sql._schema import metadata, sqlite_metadata
+from agent_engine.memory.sql._schema import metadata
 from agent_engine.models import ContextItem
 from agent_engine.tiers.project import ProjectMemoryStore
 from tests.integration.conftest import SQL_KINDS, empty_database
@@ -51,6 +53,10 @@ def _tables(url):
         return set(sa.inspect(engine).get_table_names())
     finally:
         engine.dispose()
+
+
+def _columns(engine):
+    return {column["name"] for column in sa.inspect(engine).get_columns("ae_items")}
 
 
 def _indexes(engine):
@@ -76,7 +82,7 @@ class TestRevisions:
             assert backend.count({"tags": "a"}) == 1
 
     def test_fulltext_revision_indexes_postgresql_alone(self, sql_url):
-        """0008 makes the GIN index on PostgreSQL, its downgrade drops it; SQLite has none.
+        """0008 adds the tsvector column and its index on PostgreSQL, the downgrade drops them.
 
         Items stored before the index is made are found once it is: it covers them.
         """
@@ -91,11 +97,14 @@ class TestRevisions:
         engine = create_engine(sql_url)
         try:
             assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
+            assert (FULLTEXT_COLUMN in _columns(engine)) is postgresql
             downgrade(engine, "0007")
             assert database_revision(sql_url) == "0007"
             assert FULLTEXT_INDEX not in _indexes(engine)
+            assert FULLTEXT_COLUMN not in _columns(engine)
             upgrade_database(sql_url)
             assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
+            assert (FULLTEXT_COLUMN in _columns(engine)) is postgresql
         finally:
             engine.dispose()
         with SQLAlchemyBackend(sql_url) as backend:
@@ -207,8 +216,8 @@ class TestRevisions:
 
         A pgvector store is compared with the schema of one (a ``vector`` embedding column),
         after a vector has made its HNSW index, which is left out of the comparison. A
-        SQLite store is compared with the schema without the PostgreSQL-only full-text
-        index, which alembic cannot compare there.
+        PostgreSQL store is compared with the schema holding its ``tsvector`` column and GIN
+        index, which SQLite stores lack.
         """
         upgrade_database(sql_url)
         pgvector = request.node.callspec.params["sql_url"] == "pgvector"
@@ -228,7 +237,7 @@ class TestRevisions:
                     },
                 )
                 kind = request.node.callspec.params["sql_url"]
-                target = {"pgvector": vector_metadata, "sqlite": sqlite_metadata}.get(
+                target = {"pgvector": vector_metadata, "postgresql": postgresql_metadata}.get(
                     kind, lambda: metadata
                 )()
                 assert compare_metadata(context, target) == []

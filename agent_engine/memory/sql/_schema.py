@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from agent_engine.memory.sql._fulltext import INDEX_NAME, document
 from agent_engine.memory.sql._rows import item_columns, text_type
 from agent_engine.models import MAX_ITEM_ID_LENGTH
 
@@ -36,7 +35,6 @@ __all__ = [
     "items",
     "metadata",
     "scope_versions",
-    "sqlite_metadata",
     "store_meta",
 ]
 
@@ -100,9 +98,6 @@ sa.Index(
     items.c.timestamp,
     items.c.id,
 )
-# Lexical search on PostgreSQL: a GIN index of each item's tsvector (see ._fulltext). SQLite
-# searches text with the in-process BM25 index, and has no such index.
-sa.Index(INDEX_NAME, document(items.c.text), postgresql_using="gin").ddl_if(dialect="postgresql")
 
 item_tags = sa.Table(
     "ae_item_tags",
@@ -189,17 +184,3 @@ sa.Index(
 )
 sa.Index("ix_ae_conflicts_item_a", conflicts.c.item_a)
 sa.Index("ix_ae_conflicts_item_b", conflicts.c.item_b)
-
-
-def sqlite_metadata() -> sa.MetaData:
-    """The schema as SQLite holds it: a copy without the PostgreSQL-only full-text index.
-
-    alembic cannot reflect expression indexes on SQLite (it warns and skips them), so a
-    comparison of a SQLite store with the models compares it with this copy.
-    """
-    copy = sa.MetaData(naming_convention=metadata.naming_convention)
-    for table in metadata.tables.values():
-        table.to_metadata(copy)
-    kept = copy.tables["ae_items"]
-    kept.indexes = {index for index in kept.indexes if index.name != INDEX_NAME}
-    return copy
