@@ -298,7 +298,7 @@ class FullTextScope:
             "ORDER BY p.id, step"
         )
         params = {**params, "ids": ids, "radius": radius}
-        rows = self.read(lambda connection: connection.execute(statement, params).all())
+        rows = self.read(lambda connection: _planned(connection).execute(statement, params).all())
         found: Neighbourhoods = {}
         for row in rows:
             found.setdefault(row.item_id, []).append((row.neighbour, int(row.step)))
@@ -360,14 +360,15 @@ class FullTextMatches:
 
 
 def _planned(connection: sa.Connection) -> sa.Connection:
-    """``connection`` set up for the ranking statement, until its transaction ends.
+    """``connection`` set up for the ranking and session statements, until its transaction ends.
 
-    JIT off: the statement's estimated cost passes PostgreSQL's ``jit_above_cost`` from a
-    few thousand matches on, and compiling its expressions took 2 s of a 2.4 s statement at
-    10k items (0.36 s without); it runs once, so compiling never pays. Nested loops off
-    (where anything else can do): its joins are of sets of thousands of rows, and a table
-    not analyzed yet (autovacuum analyzes a new store within a minute or so) made the
-    planner join two of them row by row, 8 s instead of 0.4.
+    JIT off: their estimated cost passes PostgreSQL's ``jit_above_cost`` from a few thousand
+    rows on, and compiling the ranking's expressions took 2 s of a 2.4 s statement at 10k
+    items (0.36 s without); each runs once, so compiling never pays. Nested loops off (where
+    anything else can do): their joins are of sets of thousands of rows, and a table not
+    analyzed yet (autovacuum analyzes a new store within a minute or so) made the planner
+    join two of them row by row: 8 s instead of 0.4 for a ranking, 0.45 s instead of 0.04
+    for the links of 300 items.
     """
     connection.execute(sa.text("SET LOCAL jit = off"))
     connection.execute(sa.text("SET LOCAL enable_nestloop = off"))
