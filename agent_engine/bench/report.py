@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_engine.bench import aging, dedup
+from agent_engine.bench import aging, dedup, processes
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -276,6 +276,12 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "## Near-duplicate check: add cost with and without it",
             "",
             *dedup.table(results["dedup"]),
+        ]
+    if "processes" in results:
+        lines += [
+            "## Many executors, one store",
+            "",
+            *processes.table(results["processes"]),
         ]
     lines += ["## Plots", "", *_plots(results, out), ""]
     report = out / "report.md"

@@ -17,15 +17,19 @@ from agent_engine.bench.aging import AgingBenchConfig, run_aging
 from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.dedup import EMBEDDERS, DedupBenchConfig, run_dedup
+from agent_engine.bench.processes import STORES, ProcessesConfig, run_processes
+from agent_engine.bench.processes import check as processes_check
 from agent_engine.bench.quality import QualityConfig, run_quality
 from agent_engine.bench.report import write_report
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersTokenCounter
 
-__all__ = ["PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
+__all__ = ["DEFAULT_PARTS", "PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost", "currentness", "aging", "conflicts", "dedup")
+PARTS = ("quality", "cost", "currentness", "aging", "conflicts", "dedup", "processes")
 """The parts of the suite, in the order they run."""
+DEFAULT_PARTS = PARTS[:-1]
+"""What runs when no part is named: ``processes`` starts a database server, so only on request."""
 
 Progress = Callable[[str, int], Callable[[int], None]]
 """Progress factory: ``(task description, total steps) -> advance(n)``."""
@@ -35,7 +39,7 @@ Progress = Callable[[str, int], Callable[[int], None]]
 class SuiteOptions:
     """What to run and where to write it."""
 
-    parts: frozenset[str] = frozenset(PARTS)
+    parts: frozenset[str] = frozenset(DEFAULT_PARTS)
     data: Path | None = None
     out: Path = Path("bench-results")
     embedder: str | None = None
@@ -52,6 +56,7 @@ class SuiteOptions:
     aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
     conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
     dedup: DedupBenchConfig = attrs.field(factory=DedupBenchConfig)
+    processes: ProcessesConfig = attrs.field(factory=ProcessesConfig)
 
 
 def _embedder(name: str) -> Embedder:
@@ -128,7 +133,15 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         cells = len(options.dedup.sizes) * len(options.dedup.backends)
         advance = progress("dedup (cells)", cells) if progress else None
         results["dedup"] = run_dedup(options.dedup, progress=advance)
-    return write_report(results, options.out)
+    if "processes" in options.parts:
+        advance = (
+            progress("processes (rounds)", len(options.processes.processes)) if progress else None
+        )
+        results["processes"] = run_processes(options.processes, progress=advance)
+    report = write_report(results, options.out)
+    if "processes" in results:
+        processes_check(results["processes"])  # after the report: the figures stay readable
+    return report
 
 
 def _part(name: str) -> str:
@@ -165,7 +178,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         nargs="*",
         type=_part,
         metavar="PART",
-        help=f"{', '.join(PARTS)} (default: all)",
+        help=f"{', '.join(PARTS)} (default: all but processes)",
     )
     parser.add_argument("--data", type=Path, default=None, help="locomo10.json (or its folder)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
@@ -245,6 +258,39 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         choices=EMBEDDERS,
         help="dedup: what embeds the added items",
     )
+    parser.add_argument(
+        "--store",
+        default=ProcessesConfig().store,
+        choices=STORES,
+        help="processes: the store the bench makes (a pgvector server in a temporary folder, "
+        "or a SQLite file)",
+    )
+    parser.add_argument(
+        "--url", default=None, help="processes: a store to use instead (URL, as for --db)"
+    )
+    parser.add_argument(
+        "--items",
+        type=int,
+        default=ProcessesConfig().items,
+        help="processes: memories loaded before the rounds",
+    )
+    parser.add_argument(
+        "--processes",
+        default=",".join(str(n) for n in ProcessesConfig().processes),
+        help="processes: the process counts, one round each",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=ProcessesConfig().duration,
+        help="processes: seconds each round runs",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="processes: steps per process in a round (instead of --duration)",
+    )
     args = parser.parse_args(argv)
     named = {
         *args.backends.split(","),
@@ -258,7 +304,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
     if unknown:
         parser.error(f"unknown currentness mode(s): {', '.join(unknown)}")
     return SuiteOptions(
-        parts=frozenset(args.parts or PARTS),
+        parts=frozenset(args.parts or DEFAULT_PARTS),
         data=args.data,
         out=args.out,
         embedder=args.embedder,
@@ -282,6 +328,14 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             backends=tuple(args.dedup_backends.split(",")),
             adds=args.dedup_adds,
             embedder=args.dedup_embedder,
+        ),
+        processes=ProcessesConfig(
+            store=args.store,
+            url=args.url,
+            items=args.items,
+            processes=parse_ints(args.processes),
+            duration=args.duration,
+            steps=args.steps,
         ),
     )
 

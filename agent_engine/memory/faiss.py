@@ -14,17 +14,9 @@ search for one query). ``index="hnsw"`` builds an ``IndexHNSWFlat`` graph (inner
 for stores of hundreds of thousands of items and more; it is approximate (recall set by
 ``ef_search``), and scopes of at most ``exact_below`` rows are still scored exactly.
 
-**Filtered search.** Filters apply before the top-k cut, exactly:
-
-1. A ``namespace`` equality (every tier store sends one) restricts scoring to that
-   namespace's rows, which the index tracks itself; other namespaces cost nothing.
-2. Remaining conditions are checked on the stored items while walking the ranking in
-   windows of ``4k``, ``16k``, ... rows. A walk is exact because the ranking is complete
-   (flat) or rows are taken in HNSW's order (hnsw).
-3. If ``walk_limit`` rows were walked without finding ``k`` matches, the filter is
-   selective (fewer than ``k`` in ``walk_limit`` rows match), so the matching ids are asked
-   from the record store (whose own filtering may use SQL indexes) and scored exactly.
-   Work is thus bounded by ``walk_limit`` fetched rows plus the matches themselves.
+**Filtered search.** Filters apply before the top-k cut, exactly: a namespace equality
+scores only that namespace's rows, and other conditions are checked on the stored items
+while walking the ranking (:mod:`agent_engine.memory._vector_search`).
 
 **Persistence.** With ``index_path`` the index is loaded on open when it matches the record
 store (same digest of ``(id, vector)`` pairs) and otherwise rebuilt from the store's vectors,
@@ -58,13 +50,18 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from agent_engine._log import get_logger
 from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import IndexCorruptError, ValidationError
-from agent_engine.filters import Filter, FilterInput, Op, Order
-from agent_engine.memory._faiss_index import RowIndex, item_digest, load_faiss
+from agent_engine.filters import Filter, FilterInput, Order
+from agent_engine.memory._vector_rows import (
+    RowIndex,
+    item_digest,
+    load_faiss,
+    remove_stale_temps,
+)
+from agent_engine.memory._vector_search import Approximate, search_rows
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_BATCH,
@@ -196,7 +193,7 @@ class FaissBackend(BaseBackend):
             items = self.store.query(None, limit=None, order_by="+id")
             entries = self._entries(items)
             if self.index_path is not None:
-                _remove_stale_temps(self.index_path)
+                remove_stale_temps(self.index_path.parent, self.index_path.name)
                 loaded = self._load_matching(self.index_path, entries)
                 if loaded is not None:
                     _follow_namespaces(loaded, items)
@@ -457,150 +454,20 @@ class FaissBackend(BaseBackend):
         return self._search_many(query.reshape(1, -1), k, where)[0]
 
     def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
-        """Each query ranked exactly or by the graph; exact scores of a batch in one pass."""
+        """Each query ranked exactly or by the graph (:func:`search_rows`)."""
         with self._lock:
-            rows = self._rows
-            if rows is None or rows.live == 0:
-                return [[] for _ in queries]
-            namespace = _scoped_namespace(where)
-            scope = rows.namespace_rows(namespace) if namespace is not None else None
-            size = len(scope) if scope is not None else rows.live
-            if size == 0:
-                return [[] for _ in queries]
-            exact = self.kind == "flat" or size <= self.exact_below
-            every = rows.exact_scores_many(queries, scope) if exact and len(queries) > 1 else None
-            found = []
-            for at, query in enumerate(queries):
-                ranking: _Ranking
-                if exact:
-                    scores = every[at] if every is not None else None
-                    ranking = _ExactRanking(rows, query, scope, scores)
-                else:
-                    ranking = _HnswRanking(rows, query, namespace, self.ef_search)
-                hits = self._walk(ranking, k, where)
-                if hits is None:
-                    hits = self._exact_over_matches(rows, query, k, where)
-                found.append(hits)
-            return found
-
-    def _walk(self, ranking: _Ranking, k: int, where: Filter) -> list[SearchHit] | None:
-        """Take ranked rows in growing windows until ``k`` stored, matching items are found.
-
-        Returns ``None`` when ``walk_limit`` rows gave fewer than ``k`` (a selective filter).
-        """
-        hits: list[SearchHit] = []
-        # Rows are already scoped to the namespace, and a tier store's other conditions (its
-        # tier, not superseded) hold for nearly every item of it: such a walk asks for k rows,
-        # not 4k, which saves the record store three fetches in four. Other filters start wider.
-        window = k if _scope_only(where) else 4 * k
-        walked = 0
-        while len(hits) < k:
-            batch = ranking.next(window)
-            if not batch:
-                return hits
-            found = self._fetch([item_id for item_id, _ in batch])
-            for item_id, score in batch:
-                item = found.get(item_id)
-                if item is not None and where.matches(item):
-                    hits.append(SearchHit(item, score))
-                    if len(hits) == k:
-                        break
-            walked += len(batch)
-            if len(hits) < k and walked >= self.walk_limit:
-                return None
-            window *= 4
-        return hits
-
-    def _exact_over_matches(
-        self, rows: RowIndex, query: Vector, k: int, where: Filter
-    ) -> list[SearchHit]:
-        """Score exactly the rows of the items the record store says match ``where``."""
-        matches = {item.id: item for item in self.store.query(where, limit=None, order_by="+id")}
-        wanted = np.fromiter((rows.row_of[i] for i in matches if i in rows.row_of), dtype=np.int64)
-        ranking = _ExactRanking(rows, query, np.sort(wanted))
-        hits: list[SearchHit] = []
-        while len(hits) < k:
-            batch = ranking.next(4 * k)
-            if not batch:
-                break
-            hits.extend(SearchHit(matches[i], s) for i, s in batch)
-        return hits[:k]
-
-
-# ----------------------------------------------------------------------------- rankings
-
-
-class _Ranking:
-    """Rows in descending score order, ties by id, handed out a window at a time."""
-
-    def next(self, window: int) -> list[tuple[str, float]]:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-class _ExactRanking(_Ranking):
-    """Exact scores of a scope, cut into score bands so ties at a band's edge stay whole."""
-
-    def __init__(
-        self,
-        rows: RowIndex,
-        query: Vector,
-        scope: npt.NDArray[np.int64] | None,
-        scores: npt.NDArray[np.float32] | None = None,
-    ) -> None:
-        self._rows = rows
-        self._scope = scope if scope is not None else np.arange(rows.size, dtype=np.int64)
-        # ``scores``: the scope's scores against ``query``, when a batch was scored at once.
-        self._scores = scores if scores is not None else rows.exact_scores(query, scope)
-        self._remaining = np.ones(len(self._scores), dtype=bool)
-        if scope is None and rows.dead:
-            self._remaining[rows.dead_rows()] = False
-
-    def next(self, window: int) -> list[tuple[str, float]]:
-        candidates = np.flatnonzero(self._remaining)
-        if len(candidates) == 0:
-            return []
-        if len(candidates) > window:
-            part = np.argpartition(-self._scores[candidates], window - 1)[:window]
-            floor = self._scores[candidates[part]].min()
-            # Every row tied with the band's lowest score joins it: ids break ties exactly.
-            candidates = candidates[self._scores[candidates] >= floor]
-        self._remaining[candidates] = False
-        ids = self._rows.ids
-        band = [(ids[self._scope[c]], float(self._scores[c])) for c in candidates]
-        band.sort(key=lambda pair: (-pair[1], pair[0]))
-        return band
-
-
-class _HnswRanking(_Ranking):
-    """HNSW's order: each window asks the graph for more neighbours and skips those given."""
-
-    def __init__(self, rows: RowIndex, query: Vector, namespace: str | None, ef: int) -> None:
-        self._rows = rows
-        self._query = query
-        self._namespace = namespace
-        self._ef = ef
-        self._given: set[str] = set()
-        self._asked = 0
-        self._limit = len(rows.namespace_rows(namespace)) if namespace is not None else rows.live
-
-    def next(self, window: int) -> list[tuple[str, float]]:
-        if self._asked >= self._limit:
-            return []
-        want = min(self._asked + window, self._limit)
-        labels, scores = self._rows.approximate(self._query, want, self._ef, self._namespace)
-        # A graph that cannot reach more rows has given all it will.
-        self._asked = want if len(labels) >= want else self._limit
-        ids = self._rows.ids
-        batch = sorted(
-            (
-                (ids[int(row)], float(score))
-                for row, score in zip(labels, scores, strict=True)
-                if ids[int(row)] not in self._given
-            ),
-            key=lambda pair: (-pair[1], pair[0]),
-        )
-        self._given.update(item_id for item_id, _ in batch)
-        return batch
+            return search_rows(
+                self._rows,
+                queries,
+                k,
+                where,
+                fetch=self._fetch,
+                matching=lambda w: self.store.query(w, limit=None, order_by="+id"),
+                walk_limit=self.walk_limit,
+                approximate=(
+                    Approximate(self.exact_below, self.ef_search) if self.kind == "hnsw" else None
+                ),
+            )
 
 
 # ----------------------------------------------------------------------- configurations
@@ -641,28 +508,6 @@ def _new_store(embedder: Embedder | None, dim: int | None) -> MemoryBackend:
     return _default_store(embedder=embedder, dim=dim)
 
 
-def _scoped_namespace(where: Filter) -> str | None:
-    """The namespace an equality pins the search to (served by per-namespace rows), if any."""
-    for condition in where.conditions:
-        if condition.field == "namespace" and condition.op is Op.EQ:
-            value: str = condition.value
-            return value
-    return None
-
-
-def _scope_only(where: Filter) -> bool:
-    """Whether ``where`` is a tier store's scope: what nearly every item of it matches.
-
-    Namespace and tier equalities, and "not superseded" (``valid_to`` null: history is a
-    small part of a scope). Anything else may match few items: a walk starts wider.
-    """
-    return all(
-        c.op is Op.EQ
-        and (c.field in ("namespace", "tier") or (c.field == "valid_to" and c.value is None))
-        for c in where.conditions
-    )
-
-
 def _same_vector(rows: RowIndex, row: int, embedding: Vector) -> bool:
     vector = normalize_rows(embedding)[0]
     return bool(np.array_equal(rows.vectors()[row], vector))
@@ -673,9 +518,3 @@ def _follow_namespaces(rows: RowIndex, items: list[ContextItem]) -> None:
     for item in items:
         if item.id in rows.row_of:
             rows.move(item.id, item.namespace)
-
-
-def _remove_stale_temps(path: Path) -> None:
-    """Delete temp files a killed writer left beside the index."""
-    for temp in path.parent.glob(f".{path.name}.*.tmp"):
-        temp.unlink(missing_ok=True)

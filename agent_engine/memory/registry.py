@@ -377,7 +377,11 @@ register_backend(
     schemes=("sqlite", "postgresql", "postgres"),
     urls=("sqlite:///PATH", "postgresql+psycopg://USER@HOST/DB"),
     opener="agent_engine.memory.sql._open:open_url",
-    configurations={"sqlite": "agent_engine.memory.sql._open:sqlite_file"},
+    configurations={
+        "sqlite": "agent_engine.memory.sql._open:sqlite_file",
+        "pgvector": "agent_engine.memory.sql._pgserver:temporary_pgvector",
+    },
+    on_request=("pgvector",),
 )
 register_backend(
     "faiss",

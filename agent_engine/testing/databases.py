@@ -16,18 +16,17 @@ server cannot start.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import ExitStack, contextmanager
 from typing import NoReturn
 from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
+
+from agent_engine.errors import BackendUnavailableError
+from agent_engine.memory.sql._pgserver import pgvector_server_process
 
 __all__ = [
     "PG_ENV",
@@ -86,33 +85,18 @@ def redis_server_url() -> str:
 
 @contextmanager
 def pgvector_server() -> Iterator[str]:
-    """Start a PostgreSQL server with pgvector in a temporary folder; yield its URL; stop it."""
-    folder = str(Path(tempfile.gettempdir()) / "ae-pgvector-...")
-    try:
-        folder = tempfile.mkdtemp(prefix="ae-pgvector-")
-        with warnings.catch_warnings():
-            # platformdirs, asked for a runtime folder, warns where XDG_RUNTIME_DIR is unset.
-            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
-            from pgserver.postgres_server import get_server  # noqa: PLC0415 - tests only
+    """Start a PostgreSQL server with pgvector in a temporary folder; yield its URL; stop it.
 
-            server = get_server(folder, cleanup_mode="delete")
-    except Exception as error:  # noqa: BLE001 - any failure to start means no server
-        shutil.rmtree(folder, ignore_errors=True)
-        unreachable(f"cannot start a PostgreSQL server with pgvector in {folder}: {error}")
+    The server is :func:`~agent_engine.memory.sql._pgserver.pgvector_server_process`'s; one that
+    cannot start skips the test, or fails it under ``CI=true``.
+    """
+    stack = ExitStack()
     try:
-        url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
-        engine = sa.create_engine(url)
-        try:
-            with engine.begin() as connection:
-                connection.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public"))
-        except sa.exc.DBAPIError as error:
-            unreachable(f"the server in {folder} has no pgvector: {error.orig}")
-        finally:
-            engine.dispose()
+        url = stack.enter_context(pgvector_server_process())
+    except BackendUnavailableError as error:
+        unreachable(str(error))
+    with stack:
         yield url
-    finally:
-        server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

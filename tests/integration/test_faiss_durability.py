@@ -23,7 +23,7 @@ from structlog.testing import capture_logs
 
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.errors import DimensionMismatchError, EmbedderMismatchError
-from agent_engine.memory._faiss_index import RowIndex
+from agent_engine.memory._vector_rows import RowIndex
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.testing.conformance import make_item

@@ -29,7 +29,7 @@ from agent_engine.memory.sql._engine import create_engine
 from agent_engine.memory.sql._fulltext import COLUMN as FULLTEXT_COLUMN
 from agent_engine.memory.sql._fulltext import INDEX_NAME as FULLTEXT_INDEX
 from agent_engine.memory.sql._fulltext import postgresql_metadata
-from agent_engine.memory.sql._migrate import VERSION_TABLE, downgrade
+from agent_engine.memory.sql._migrate import VERSION_TABLE, _listed_head, downgrade, migrations_path
 from agent_engine.memory.sql._pgvector import holds_pgvector, include_name, vector_metadata
 from agent_engine.memory.sql._schema import metadata
 from agent_engine.models import ContextItem
@@ -63,6 +63,11 @@ def _indexes(engine):
     return {index["name"] for index in sa.inspect(engine).get_indexes("ae_items")}
 
 
+def test_the_head_read_from_the_scripts_is_alembics():
+    """Opening a store at the head skips alembic; the head it compares with must be alembic's."""
+    assert _listed_head(migrations_path()) == head_revision()
+
+
 class TestRevisions:
     def test_up_down_up(self, sql_url):
         assert database_revision(sql_url) is None
@@ -82,7 +87,7 @@ class TestRevisions:
             assert backend.count({"tags": "a"}) == 1
 
     def test_fulltext_revision_indexes_postgresql_alone(self, sql_url):
-        """0008 adds the tsvector column and its index on PostgreSQL, the downgrade drops them.
+        """0009 adds the tsvector column and its index on PostgreSQL, the downgrade drops them.
 
         Items stored before the index is made are found once it is: it covers them.
         """
@@ -98,8 +103,8 @@ class TestRevisions:
         try:
             assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
             assert (FULLTEXT_COLUMN in _columns(engine)) is postgresql
-            downgrade(engine, "0007")
-            assert database_revision(sql_url) == "0007"
+            downgrade(engine, "0008")
+            assert database_revision(sql_url) == "0008"
             assert FULLTEXT_INDEX not in _indexes(engine)
             assert FULLTEXT_COLUMN not in _columns(engine)
             upgrade_database(sql_url)

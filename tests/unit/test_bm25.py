@@ -456,3 +456,83 @@ class TestIncrementalWrites:
                 index.upsert([items[f"i{n}"]])
             assert_same_scores(index.scores("apple fig"), fresh_scores(items, "apple fig"))
         assert len(index._ids) <= 2 * 1024 + 100  # retired rows were dropped along the way
+
+
+class TestSnapshots:
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.tuples(
+                    st.just("put"),
+                    st.integers(0, 12),
+                    st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+                    st.sampled_from(["", "s1", "s2"]),
+                    st.integers(0, 20),
+                    st.sampled_from(["", "chat", "tool"]),
+                ),
+                st.tuples(st.just("del"), st.integers(0, 12)),
+                st.tuples(st.just("restore")),
+            ),
+            max_size=40,
+        )
+    )
+    def test_a_restored_snapshot_goes_on_as_the_index_would(self, ops):
+        """Restoring a snapshot at any point (then writing on) changes no answer: scores,
+        neighbours, links, sources and size equal those of the final items indexed at once."""
+        index = LexicalIndex()
+        current = {}
+        for op in ops:
+            if op[0] == "put":
+                _, n, words, session, minute, source = op
+                current[f"i{n}"] = item(
+                    f"i{n}", " ".join(words), session=session, minute=minute, source=source
+                )
+                index.upsert([current[f"i{n}"]])
+            elif op[0] == "del":
+                current.pop(f"i{op[1]}", None)
+                index.remove([f"i{op[1]}"])
+            else:
+                index = LexicalIndex.restore(index.snapshot())
+        rebuilt = LexicalIndex()
+        rebuilt.upsert(current.values())
+        for word in WORDS:
+            assert_same_scores(index.scores(word), rebuilt.scores(word))
+        assert index.neighbourhoods(current, 2) == rebuilt.neighbourhoods(current, 2)
+        assert index.links(current, 2) == rebuilt.links(current, 2)
+        assert index.sources() == rebuilt.sources()
+        assert len(index) == len(current)
+
+    def test_a_term_only_removed_items_held_leaves_the_next_snapshot(self):
+        """Restore, remove every item holding a term, snapshot again: the others, never read
+        since the restore, keep their terms."""
+        index = LexicalIndex()
+        index.upsert([item("a", "apple"), item("b", "banana cherry"), item("c", "cherry")])
+        index = LexicalIndex.restore(index.snapshot())
+        index.remove(["a"])
+        again = LexicalIndex.restore(index.snapshot())
+        assert again.scores("apple") == {}
+        assert_same_scores(again.scores("banana cherry"), index.scores("banana cherry"))
+        again.upsert([item("b", "banana")])  # reads b's terms from the arrays
+        assert set(again.scores("cherry")) == {"c"}
+
+    def test_restoring_keeps_the_okapi_parameters(self):
+        index = LexicalIndex(k1=0.9, b=0.4, neighbour_weight=0.0)
+        index.upsert([item("a", "apple fig", session="s"), item("b", "apple", session="s")])
+        restored = LexicalIndex.restore(index.snapshot())
+        assert (restored.k1, restored.b, restored.neighbour_weight) == (0.9, 0.4, 0.0)
+        assert_same_scores(restored.scores("apple"), index.scores("apple"))
+
+    def test_a_snapshot_of_another_format_is_refused(self):
+        snapshot = LexicalIndex().snapshot()
+        snapshot["format"] = snapshot["format"] + 1
+        with pytest.raises(ValueError, match="format"):
+            LexicalIndex.restore(snapshot)
+
+    def test_a_snapshot_whose_arrays_disagree_is_refused(self):
+        index = LexicalIndex()
+        index.upsert([item("a", "apple"), item("b", "banana")])
+        snapshot = index.snapshot()
+        snapshot["lengths"] = snapshot["lengths"][:1]
+        with pytest.raises(ValueError, match="length"):
+            LexicalIndex.restore(snapshot)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.errors import BackendUnavailableError, ValidationError
-from agent_engine.memory._faiss_index import RowIndex, load_faiss
+from agent_engine.memory._vector_rows import RowIndex, load_faiss
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.memory.sql import SQLAlchemyBackend

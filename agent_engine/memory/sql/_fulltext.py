@@ -7,7 +7,7 @@ every process and whenever another one writes the scope), and every answer inclu
 other processes committed a moment before.
 
 **What is stored.** On PostgreSQL ``ae_items`` has one more column, :data:`COLUMN`: a
-``tsvector`` generated from the item's text and stored with the row (migration 0008), which
+``tsvector`` generated from the item's text and stored with the row (migration 0009), which
 a GIN index (:data:`INDEX_NAME`) indexes. :func:`document_sql` spells the expression: the
 first :data:`TEXT_LIMIT` characters of the text, with punctuation turned into spaces,
 through the ``simple`` text search configuration. It is stored rather than computed by the

@@ -16,6 +16,13 @@ change counter per (namespace, tier), bumped by every write to the scope in the 
 transaction, so a process can tell from one primary-key read that its cached lexical index
 of a scope is still the store's.
 
+``ae_changes`` is the change log of an embedded (SQLite) store: one row per item whose
+indexed content (text, vector, scope, session, source, time, currentness) was inserted,
+changed or deleted, numbered by an ever-growing ``seq``. Triggers fill it in the transaction
+of the write (:mod:`._changes`), whatever program writes, so the index files beside the
+database can catch up on exactly what changed since they were saved. An item keeps one row,
+its latest change. PostgreSQL keeps the table empty (its indexes live in the server).
+
 ``ae_conflicts`` holds the conflicts recorded between items of one scope
 (:mod:`agent_engine.memory.conflicts`). Both items are foreign keys that cascade, so whatever
 deletes an item (a delete, a clear, an erase) removes its conflicts in the same statement.
@@ -30,6 +37,7 @@ from agent_engine.models import MAX_ITEM_ID_LENGTH
 
 __all__ = [
     "audit_events",
+    "changes",
     "conflicts",
     "item_tags",
     "items",
@@ -144,6 +152,14 @@ scope_versions = sa.Table(
     sa.Column("namespace", text_type(255), primary_key=True),
     sa.Column("tier", text_type(16), primary_key=True),
     sa.Column("version", sa.BigInteger(), nullable=False),
+)
+
+changes = sa.Table(
+    "ae_changes",
+    metadata,
+    sa.Column("seq", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("item_id", text_type(MAX_ITEM_ID_LENGTH), nullable=False, unique=True),
+    sqlite_autoincrement=True,
 )
 
 conflicts = sa.Table(

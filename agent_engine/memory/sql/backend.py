@@ -3,10 +3,12 @@
 Every public write is one transaction, so a batch is stored whole or not at all and a crash
 mid-batch leaves what was committed before it intact. Filters, ordering and limits run in the
 database (:mod:`._filters`). On PostgreSQL with pgvector (:mod:`._pgvector`) vector search is
-one SQL statement over an HNSW index; elsewhere exact vector search streams the matching
-vectors in bounded, SQL-filtered chunks through the inherited scan, so no call loads a whole
-table. On PostgreSQL lexical search is the database's full-text search (:mod:`._fulltext`);
-on SQLite it is the in-process BM25 index the other backends share.
+one SQL statement over an HNSW index. On SQLite, vector and BM25 search run on indexes held
+in the process and saved in files beside the database (:mod:`._sidecar`), which follow the
+database's change log, so they see every writer's changes; plain PostgreSQL (and SQLite with
+``indexed=False``) streams the matching vectors in bounded, SQL-filtered chunks through the
+inherited scan, so no call loads a whole table. On PostgreSQL lexical search is the
+database's full-text search (:mod:`._fulltext`).
 
 Other processes write the same database, so what a backend object knows is checked where it
 matters, in the database (:mod:`._meta`): every write that carries vectors reads the store's
@@ -21,6 +23,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -38,7 +41,8 @@ from agent_engine.errors import (
     QueryTimeoutError,
     ReembedRequiredError,
 )
-from agent_engine.filters import Filter, Order
+from agent_engine.filters import Filter, Order, parse_filter
+from agent_engine.memory._vector_search import search_rows
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
@@ -54,6 +58,7 @@ from agent_engine.memory.backend import (
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.sql import _pgvector
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
+from agent_engine.memory.sql._changes import forget as forget_changes
 from agent_engine.memory.sql._conflicts import SQLConflictStore
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
@@ -89,7 +94,9 @@ from agent_engine.memory.sql._rows import (
     tag_rows,
 )
 from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, items
+from agent_engine.memory.sql._sidecar import IndexFiles
 from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier, Vector
+from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.retrieval.lexical import LexicalScope
 
 __all__ = ["SQLAlchemyBackend"]
@@ -98,6 +105,8 @@ T = TypeVar("T")
 
 _ID_CHUNK = 5000
 """Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
+_WALK_LIMIT = 16_384
+"""Ranked rows a filtered search walks before asking the database for the matches."""
 
 
 class SQLAlchemyBackend(BaseBackend):
@@ -123,6 +132,13 @@ class SQLAlchemyBackend(BaseBackend):
     ``$AGENT_ENGINE_STATEMENT_TIMEOUT``, else 30; ``0`` sets no limit. A statement that runs
     past it is cancelled, its transaction rolled back, and the call raises
     :class:`~agent_engine.errors.QueryTimeoutError`.
+
+    On SQLite, ``indexed`` (the default) searches vectors and text through indexes kept in
+    files beside the database, in ``index_path`` (default: the database file's path plus
+    ``.indexes``; an in-memory database keeps them in memory only): loaded on first use,
+    caught up with every writer's changes before each search, rebuilt from the records when
+    missing, damaged or another store's, and saved after a rebuild and by :meth:`close`.
+    ``indexed=False`` scans the database instead. On PostgreSQL both are ignored.
     """
 
     def __init__(
@@ -135,6 +151,8 @@ class SQLAlchemyBackend(BaseBackend):
         create: bool = True,
         read_only: bool = False,
         statement_timeout: float | None = None,
+        indexed: bool = True,
+        index_path: str | Path | None = None,
     ) -> None:
         self.url = url if url is not None else default_database_url()
         self.embedder = embedder
@@ -162,6 +180,7 @@ class SQLAlchemyBackend(BaseBackend):
             raise
         self._audit_store: AuditStore = SQLAuditStore(self._read, self._write)
         self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
+        self._files = self._index_files(index_path) if indexed else None
 
     def __repr__(self) -> str:
         return f"SQLAlchemyBackend({self._engine.url.render_as_string(hide_password=True)!r})"
@@ -214,6 +233,27 @@ class SQLAlchemyBackend(BaseBackend):
     def _migrate(self) -> None:
         upgrade(self._engine, url=self.url)
         self._log.info("schema upgraded")
+
+    def _index_files(self, index_path: str | Path | None) -> IndexFiles | None:
+        """The indexes of a SQLite store (``None`` elsewhere), in files beside a file's."""
+        if self._dialect != "sqlite":
+            return None
+        database = self._engine.url.database
+        folder: Path | None = None
+        if index_path is not None:
+            folder = Path(index_path)
+        elif database and database != ":memory:" and not database.startswith("file:"):
+            folder = Path(f"{database}.indexes")
+        return IndexFiles(
+            folder,
+            read=self._read,
+            fetch=self._fetch,
+            scope_items=lambda key: self._select(_scope(key), Order("id", descending=False), None),
+            scope_count=lambda key: self._count(_scope(key, current=True)),
+            in_scope=_in_scope,
+            identity=self._stored_identity,
+            read_only=self.read_only,
+        )
 
     # ------------------------------------------------------------------ embedder identity
 
@@ -558,9 +598,14 @@ class SQLAlchemyBackend(BaseBackend):
             removed = self._remove_in(connection, item_ids)
             redact_json(connection, [items.c.provenance, items.c.merged_from], tokens, encode_json)
             redact_events(connection, tokens)
+            if self._dialect == "sqlite":
+                forget_changes(connection, item_ids)
             return removed
 
-        return self._write(work)
+        written = self._write(work)
+        if self._files is not None:
+            self._files.erased()
+        return written
 
     def _flush_erased(self) -> None:
         with self._guard, self._translating():
@@ -655,9 +700,20 @@ class SQLAlchemyBackend(BaseBackend):
         return self._write(work)
 
     def _search_many(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
-        """On pgvector one indexed statement per query; elsewhere one scan for them all."""
+        """pgvector: a statement per query; SQLite: the index file's rows; else one scan."""
         if self._pgvector:
-            return [self._search(query, k, where) for query in queries]
+            return self._pgvector_search(queries, k, where)
+        if self._files is not None:
+            with self._files.lock:  # the rows stay as they are while the walk reads them
+                return search_rows(
+                    self._files.vectors(),
+                    queries,
+                    k,
+                    where,
+                    fetch=self._fetch,
+                    matching=lambda w: self._select(w, Order("id", descending=False), None),
+                    walk_limit=_WALK_LIMIT,
+                )
         return self._scan_search(queries, k, where)
 
     def _search(self, query: Vector, k: int, where: Filter) -> list[SearchHit]:
@@ -667,30 +723,38 @@ class SQLAlchemyBackend(BaseBackend):
         read; see :mod:`._pgvector` for the index, the candidates beyond ``k`` and why a
         short answer is asked again.
         """
+        if self._files is not None:
+            return self._search_many(query.reshape(1, -1), k, where)[0]
         if not self._pgvector:
             return super()._search(query, k, where)
+        return self._pgvector_search(query.reshape(1, -1), k, where)[0]
+
+    def _pgvector_search(self, queries: Matrix, k: int, where: Filter) -> list[list[SearchHit]]:
+        """A statement per query over the HNSW index, all in one read transaction.
+
+        A batch (a write's near-duplicate check, say) pays one transaction and one
+        ``SET LOCAL``, not one per query.
+        """
         condition = where_clause(where, self._dialect)
         limit = _pgvector.candidates(k)
 
-        def work(connection: sa.Connection) -> list[Any]:
+        def work(connection: sa.Connection) -> list[list[Any]]:
             ef_search = _pgvector.ef_search(limit)
             connection.execute(sa.text(f"SET LOCAL hnsw.ef_search = {ef_search}"))
-            statement = _pgvector.search_statement(condition, query, limit, exact=False)
-            rows = list(connection.execute(statement).all())
-            if len(rows) < limit:
-                statement = _pgvector.search_statement(condition, query, limit, exact=True)
+            found = []
+            for query in queries:
+                statement = _pgvector.search_statement(condition, query, limit, exact=False)
                 rows = list(connection.execute(statement).all())
-            return rows
+                if len(rows) < limit:
+                    statement = _pgvector.search_statement(condition, query, limit, exact=True)
+                    rows = list(connection.execute(statement).all())
+                found.append(rows)
+            return found
 
-        found = [row_item(row[:-1]) for row in self._read(work)]
-        if not found:
-            return []
-        # Rescored as the scan scores (float32 cosines), so near-ties break the same way.
-        vectors = np.vstack([item.embedding for item in found if item.embedding is not None])
-        scores = normalize_rows(vectors) @ query
-        hits = [SearchHit(item, float(score)) for item, score in zip(found, scores, strict=True)]
-        hits.sort(key=lambda hit: (-hit.score, hit.item.id))
-        return hits[:k]
+        return [
+            _rescored([row_item(row[:-1]) for row in rows], query, k)
+            for rows, query in zip(self._read(work), queries, strict=True)
+        ]
 
     def _scan_vectors(self, where: Filter, chunk: int) -> Iterator[tuple[list[str], Matrix]]:
         """Matching vectors in id order, one keyset-paginated query per chunk.
@@ -719,10 +783,55 @@ class SQLAlchemyBackend(BaseBackend):
                 return
             after = ids[-1]
 
+    # ------------------------------------------------------------------ lexical indexes
+
+    def _scope_index(self, key: tuple[str | None, Tier | None]) -> LexicalIndex:
+        """On SQLite the index file's scope, caught up from the change log."""
+        if self._files is None:
+            return super()._scope_index(key)
+        return self._files.lexical(key)
+
+    def _lexical_changed(self, items: list[ContextItem], written: Written) -> None:
+        if self._files is None:  # with index files, the change log carries every write
+            super()._lexical_changed(items, written)
+
+    def _lexical_removed(self, item_ids: list[str], written: Written) -> None:
+        if self._files is None:
+            super()._lexical_removed(item_ids, written)
+
+    def _lexical_cleared(self, where: Filter, written: Written) -> None:
+        if self._files is None:
+            super()._lexical_cleared(where, written)
+
+    def save_indexes(self) -> None:
+        """Write the SQLite store's index files now (as :meth:`close` does; else a no-op).
+
+        A long-running process calls it to bound what the next process must catch up on.
+        """
+        if self._files is not None:
+            self._files.save()
+
     def close(self) -> None:
-        """Release the connection pool; the backend is unusable afterwards."""
+        """Save the index files, release the connection pool; the backend is unusable after."""
+        if self._files is not None and not self._closed:
+            with contextlib.suppress(BackendError):
+                self._files.close()
         self._closed = True
         self._engine.dispose()
+
+
+def _rescored(found: list[ContextItem], query: Vector, k: int) -> list[SearchHit]:
+    """The ``k`` best of ``found`` scored as the scan scores them (float32 cosines, ties by id).
+
+    So near-ties break the same way on every backend.
+    """
+    if not found:
+        return []
+    vectors = np.vstack([item.embedding for item in found if item.embedding is not None])
+    scores = normalize_rows(vectors) @ query
+    hits = [SearchHit(item, float(score)) for item, score in zip(found, scores, strict=True)]
+    hits.sort(key=lambda hit: (-hit.score, hit.item.id))
+    return hits[:k]
 
 
 def _fetch_all(query: sa.Select[Any]) -> Callable[[sa.Connection], list[Any]]:
@@ -787,3 +896,23 @@ def _existing(connection: sa.Connection, ids: list[str]) -> set[str]:
             connection.execute(sa.select(items.c.id).where(items.c.id.in_(chunk))).scalars()
         )
     return found
+
+
+def _scope(key: tuple[str | None, Tier | None], *, current: bool = False) -> Filter:
+    """The filter of a namespace/tier scope (``current``: its items not superseded)."""
+    namespace, tier = key
+    document: dict[str, object] = {}
+    if namespace is not None:
+        document["namespace"] = namespace
+    if tier is not None:
+        document["tier"] = tier.value
+    if current:
+        document["valid_to"] = None
+    return parse_filter(document)
+
+
+def _in_scope(key: tuple[str | None, Tier | None], item: ContextItem) -> bool:
+    namespace, tier = key
+    return (namespace is None or item.namespace == namespace) and (
+        tier is None or item.tier is tier
+    )

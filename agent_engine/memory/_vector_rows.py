@@ -1,28 +1,34 @@
-"""The vector side of :class:`~agent_engine.memory.faiss.FaissBackend`: rows, scores, the file.
+"""Vector rows: ids, namespaces, tombstones, exact scores and the file, over one storage.
 
-Rows are append-only. A FAISS index (``IndexFlatIP`` or ``IndexHNSWFlat`` with inner product)
-owns the vectors; deleting or re-embedding an item marks its row dead (a tombstone), and the
-index is rebuilt from the live rows once the dead ones outnumber them. Append-only rows are
-what HNSW needs (it cannot remove a node) and let both kinds share one code path.
+The vector side of :class:`~agent_engine.memory.faiss.FaissBackend` and of the SQLite
+store's index file (:mod:`agent_engine.memory.sql._sidecar`). Rows are append-only. The
+vectors live in a FAISS index (``"flat"``: ``IndexFlatIP``, ``"hnsw"``: ``IndexHNSWFlat``,
+inner product) or, for ``"numpy"``, in a numpy matrix that grows by doubling, which needs
+no optional package: the embedded default store searches with it. Deleting or re-embedding
+an item marks its row dead (a tombstone), and the rows are rebuilt from the live ones once
+the dead ones outnumber them. Append-only rows are what HNSW needs (it cannot remove a node)
+and let every kind share one code path.
 
-A dead row forgets its id and namespace at once. A flat row's vector is zeroed at once too
-(nothing reads it again); an HNSW row's vector stays, because the graph still routes
-searches through the node, until :meth:`RowIndex.zero_dead_vectors` (which an erase calls)
-zeroes it in place. Zeroing costs the removed rows, not the store: a rebuild took as long as
-building the graph. The node keeps its place in the graph's neighbour lists (row numbers,
-nothing of the item) until the next rebuild; a zero vector scores 0 against every query, so
-a search seldom expands it and rarely needs it to reach another node (recall@10 on 20k
-128-d vectors went from 0.98 to 0.96 with half the rows zeroed, the most before compaction).
+A dead row forgets its id and namespace at once. A flat or numpy row's vector is zeroed at
+once too (nothing reads it again); an HNSW row's vector stays, because the graph still
+routes searches through the node, until :meth:`RowIndex.zero_dead_vectors` (which an erase
+calls) zeroes it in place. Zeroing costs the removed rows, not the store: a rebuild took as
+long as building the graph. The node keeps its place in the graph's neighbour lists (row
+numbers, nothing of the item) until the next rebuild; a zero vector scores 0 against every
+query, so a search seldom expands it and rarely needs it to reach another node (recall@10 on
+20k 128-d vectors went from 0.98 to 0.96 with half the rows zeroed, the most before
+compaction).
 
-Exact scores come from numpy on a zero-copy view of the index's own vector storage: numpy's
-BLAS ``X @ q`` runs at memory bandwidth for one query, where ``IndexFlatIP.search`` falls back
-to a scalar loop below twenty queries (measured 2.5x slower, see ``docs/benchmarks.md``).
+Exact scores come from numpy on a zero-copy view of the vectors: numpy's BLAS ``X @ q`` runs
+at memory bandwidth for one query, where ``IndexFlatIP.search`` falls back to a scalar loop
+below twenty queries (measured 2.5x slower, see ``docs/benchmarks.md``).
 
 The saved file is an ``.npz`` (zip, so every member is CRC-checked on read) holding a JSON
-header, the row ids, the live-row mask and the serialized FAISS index. The header carries a
-digest of the ``(id, vector)`` pairs indexed, so the backend can tell an index that is out of
-step with its record store from one that matches it without trusting file dates, and the
-name of the embedder that made the vectors (``null`` when unknown).
+header, the row ids, the live-row mask and the vectors (the serialized FAISS index, or the
+matrix). The header carries a digest of the ``(id, vector)`` pairs indexed, so an owner can
+tell an index that is out of step with its records from one that matches them without
+trusting file dates, the name of the embedder that made the vectors (``null`` when
+unknown), and the owner's own ``stamp`` (what the SQLite store's file was caught up to).
 """
 
 from __future__ import annotations
@@ -85,7 +91,7 @@ class RowIndex:
         ef_construction: int,
         embedder: str | None = None,
     ) -> None:
-        self.faiss = load_faiss()
+        self.faiss: Any = load_faiss() if kind != "numpy" else None
         self.kind = kind
         self.dim = dim
         self.embedder = embedder
@@ -100,6 +106,8 @@ class RowIndex:
         self.alive = np.zeros(0, dtype=bool)
         self.dead = 0
         self.digest = 0
+        self.stamp: dict[str, Any] = {}
+        """What the owner records with the rows (saved in the file's header)."""
         self._view: npt.NDArray[np.float32] | None = None
         # Per namespace: its live rows as a sorted array, with the rows written since (an agent
         # writes between steps: re-sorting a large namespace per write cost more than the
@@ -114,6 +122,8 @@ class RowIndex:
         self._kept_vectors: list[int] = []
 
     def _new_index(self) -> Any:
+        if self.kind == "numpy":
+            return _Matrix(self.dim)
         if self.kind == "hnsw":
             index = self.faiss.IndexHNSWFlat(self.dim, self.hnsw_m, self.faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = self.ef_construction
@@ -134,6 +144,8 @@ class RowIndex:
 
     def vectors(self) -> npt.NDArray[np.float32]:
         """A zero-copy ``(rows, dim)`` view of the index's storage (valid until the next add)."""
+        if self._view is None and self.kind == "numpy":
+            self._view = self.index.view()
         if self._view is None:
             storage = self.index if self.kind == "flat" else self.index.storage
             flat = self.faiss.downcast_index(storage)
@@ -264,7 +276,7 @@ class RowIndex:
         """Drop a dead row's id and namespace, and its vector where nothing reads it (flat)."""
         self.ids[row] = ""
         self.namespace_of_row[row] = ""
-        if self.kind == "flat":
+        if self.kind != "hnsw":
             self.vectors()[row] = 0.0
         else:
             self._kept_vectors.append(row)
@@ -307,6 +319,7 @@ class RowIndex:
             ef_construction=self.ef_construction,
             embedder=self.embedder,
         )
+        fresh.stamp = dict(self.stamp)
         rows = np.flatnonzero(self.alive)
         vectors = self.vectors()
         fresh.add([(self.ids[r], self.namespace_of_row[r], vectors[r]) for r in rows])
@@ -379,6 +392,19 @@ class RowIndex:
 
     # ------------------------------------------------------------------ file
 
+    def _serialized(self) -> npt.NDArray[Any]:
+        if self.kind == "numpy":
+            return self.vectors()
+        blob: npt.NDArray[Any] = self.faiss.serialize_index(self.index)
+        return blob
+
+    def _deserialized(self, blob: npt.NDArray[Any]) -> Any:
+        if self.kind == "numpy":
+            if blob.dtype != np.float32 or blob.ndim != 2 or blob.shape[1] != self.dim:  # noqa: PLR2004
+                raise ValueError(f"vectors of shape {blob.shape} and type {blob.dtype}")
+            return _Matrix(self.dim, np.array(blob))
+        return self.faiss.deserialize_index(blob.astype(np.uint8, copy=False))
+
     def save(self, path: Path) -> None:
         """Write the index to ``path`` atomically: a temp file in the same folder, then rename."""
         header = {
@@ -389,27 +415,18 @@ class RowIndex:
             "hnsw_m": self.hnsw_m,
             "live": self.live,
             "digest": str(self.digest),
+            "stamp": self.stamp,
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(
-                    handle,
-                    header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
-                    ids=np.array(self.ids, dtype=np.str_),
-                    namespaces=np.array(self.namespace_of_row, dtype=np.str_),
-                    alive=self.alive,
-                    index=self.faiss.serialize_index(self.index),
-                )
-                handle.flush()
-                os.fsync(handle.fileno())
-            Path(temp).replace(path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                Path(temp).unlink()
-            raise
-        _fsync_dir(path.parent)
+        save_npz(
+            path,
+            {
+                "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+                "ids": np.array(self.ids, dtype=np.str_),
+                "namespaces": np.array(self.namespace_of_row, dtype=np.str_),
+                "alive": self.alive,
+                "index": self._serialized(),
+            },
+        )
 
     @classmethod
     def load(cls, path: Path, kind: str, hnsw_m: int, ef_construction: int) -> RowIndex:
@@ -421,7 +438,7 @@ class RowIndex:
                 ids = [str(i) for i in data["ids"]]
                 namespaces = [str(n) for n in data["namespaces"]]
                 alive = np.asarray(data["alive"], dtype=bool)
-                blob = np.asarray(data["index"], dtype=np.uint8)
+                blob = np.asarray(data["index"])
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             raise IndexCorruptError(f"cannot read {path}: {exc}", backend="FaissBackend") from exc
         if (
@@ -442,8 +459,8 @@ class RowIndex:
             embedder=embedder if isinstance(embedder, str) else None,
         )
         try:
-            loaded.index = loaded.faiss.deserialize_index(blob)
-        except RuntimeError as exc:
+            loaded.index = loaded._deserialized(blob)
+        except (RuntimeError, ValueError) as exc:
             raise IndexCorruptError(f"cannot read {path}: {exc}", backend="FaissBackend") from exc
         if loaded.index.ntotal != len(ids) or loaded.index.d != loaded.dim:
             raise IndexCorruptError(f"{path} is inconsistent", backend="FaissBackend")
@@ -457,9 +474,59 @@ class RowIndex:
             loaded.row_of[ids[row]] = int(row)
             loaded.ns_rows.setdefault(namespaces[row], set()).add(int(row))
         loaded.digest = int(header["digest"])
+        stamp = header.get("stamp")
+        loaded.stamp = stamp if isinstance(stamp, dict) else {}
         if loaded.live != header.get("live") or len(loaded.row_of) + loaded.dead != len(ids):
             raise IndexCorruptError(f"{path} is inconsistent", backend="FaissBackend")
         return loaded
+
+
+class _Matrix:
+    """Vectors in a numpy matrix that grows by doubling: the storage of ``"numpy"`` rows."""
+
+    def __init__(self, dim: int, rows: npt.NDArray[np.float32] | None = None) -> None:
+        self.d = dim
+        self._data = rows if rows is not None else np.zeros((0, dim), dtype=np.float32)
+        self.ntotal = len(self._data)
+
+    def add(self, matrix: npt.NDArray[np.float32]) -> None:
+        needed = self.ntotal + len(matrix)
+        if needed > len(self._data):
+            grown = np.zeros((max(needed, 2 * len(self._data), 1024), self.d), dtype=np.float32)
+            grown[: self.ntotal] = self._data[: self.ntotal]
+            self._data = grown
+        self._data[self.ntotal : needed] = matrix
+        self.ntotal = needed
+
+    def view(self) -> npt.NDArray[np.float32]:
+        return self._data[: self.ntotal]
+
+
+def save_npz(path: Path, arrays: dict[str, npt.NDArray[Any]]) -> None:
+    """Write ``arrays`` to ``path`` atomically: a synced temp file beside it, then a rename.
+
+    A crash at any point leaves either the previous file or the new one, never a torn one
+    under the name (a torn temp file is removed by :func:`remove_stale_temps`).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, **arrays)  # type: ignore[arg-type]
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(temp).replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(temp).unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def remove_stale_temps(folder: Path, pattern: str) -> None:
+    """Delete the temp files a killed writer left beside the files matching ``pattern``."""
+    for temp in folder.glob(f".{pattern}.*.tmp"):
+        temp.unlink(missing_ok=True)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -8,8 +8,8 @@ configuration, and why stored). Adding the column rewrites the table once, compu
 stored item's ``tsvector``. SQLite is untouched: its lexical search stays the in-process BM25
 index. The downgrade drops the index and the column.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-30
 """
 
@@ -19,8 +19,8 @@ from alembic import op
 
 from agent_engine.memory.sql import _fulltext
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
