@@ -234,6 +234,7 @@ class TestSessions:
             "c": [("e", -2), ("b", -1), ("a", 1), ("d", 2)]
         }
         assert scope.neighbourhoods(["e"], 1) == {"e": [("b", 1)]}
+        assert list(scope.neighbourhoods(["d", "b", "e"], 1)) == ["d", "b", "e"]
         assert scope.links(["e", "c", "d", "alone"], 2) == {
             "e": [("c", 2)],
             "c": [("e", -2), ("d", 2)],

@@ -302,7 +302,8 @@ class FullTextScope:
         found: Neighbourhoods = {}
         for row in rows:
             found.setdefault(row.item_id, []).append((row.neighbour, int(row.step)))
-        return found
+        # In the order asked, as the in-process index answers: callers keep the seeds' order.
+        return {item_id: found[item_id] for item_id in ids if item_id in found}
 
 
 @attrs.frozen
