@@ -97,6 +97,25 @@ class LexicalIndex:
     def __contains__(self, item_id: object) -> bool:
         return item_id in self._docs
 
+    def holds(self, item: ContextItem) -> bool:
+        """Whether the index already holds ``item`` as it is (a write would change nothing).
+
+        A store that learns of changes by id (an access count, an archive mark) asks this
+        before an upsert, which would otherwise redo the item's rows and drop every cached
+        term weight.
+        """
+        with self._lock:
+            doc = self._docs.get(item.id)
+            if doc is None:
+                return item.valid_to is not None  # history is never indexed
+            return (
+                item.valid_to is None
+                and doc.session == item.session
+                and doc.source == item.source
+                and doc.order == (item.timestamp, item.id)
+                and doc.terms == Counter(analyze(item.text))
+            )
+
     def item_ids(self) -> list[str]:
         """The ids of every indexed item."""
         with self._lock:

@@ -182,21 +182,30 @@ class TestOtherWriters:
             assert mine._files.vectors() is rows
             assert mine.lexical_index(SCOPE) is index
 
-    def test_touches_and_archiving_are_not_logged(self, saved):
-        """What no index reads (access counts, the archive mark) costs followers nothing."""
+    def test_items_read_before_follow_every_change_of_another_writer(self, saved):
+        """Items are served from memory once read; any change elsewhere (an access count, an
+        archive mark, a pin) shows in the next read, and the indexes are not redone."""
         path, _ = saved
-        backend, _ = _open(path)
-        with backend:
-            before = backend._files._read(position)
-            backend.touch(["item-00001"], datetime.now(UTC))
-            backend.set_archived(["item-00002"], datetime.now(UTC), ArchiveReason.EVICTED)
-            after = backend._files._read(position)
-            assert after.seq == before.seq
-            stored = backend.get("item-00005")
+        mine, _ = _open(path)
+        theirs, _ = _open(path)
+        with mine, theirs:
+            _searched(mine)
+            before = mine.get_many(["item-00001", "item-00002", "item-00005"])
+            weights = dict(mine.lexical_index(SCOPE)._weights)
+            assert weights
+            start = theirs._files._read(position).seq
+            theirs.touch(["item-00001"], datetime.now(UTC))
+            theirs.set_archived(["item-00002"], datetime.now(UTC), ArchiveReason.EVICTED)
+            stored = theirs.get("item-00005")
             assert stored is not None
-            backend.update(attrs.evolve(stored, text="changed words"))
-            moved = backend._files._read(position)
-            assert moved.seq > after.seq
+            theirs.update(attrs.evolve(stored, importance=0.99))
+            assert theirs._files._read(position).seq > start
+            after = {item.id: item for item in mine.get_many([i.id for i in before])}
+            assert after["item-00001"].access_count == before[0].access_count + 1
+            assert after["item-00002"].archived_at is not None
+            assert after["item-00005"].importance == 0.99
+            # Nothing an index reads changed: its rows and cached term weights stay.
+            assert mine.lexical_index(SCOPE)._weights.keys() == weights.keys()
 
 
 class TestUntrustedFiles:

@@ -2,11 +2,12 @@
 
 Index files beside a SQLite database (:mod:`._sidecar`) are caches of it, and several
 processes may write the database. Triggers on ``ae_items`` record every insert, delete and
-update of indexed content in ``ae_changes`` within the writing transaction, so a change and
-its log entry commit together or not at all, whichever program writes (this package, an
-older one, a migration, a ``db copy``). An index stamped with the log position it reflects
-catches up by reading the entries after it: a crash between a commit and an index save
-costs a catch-up, never a wrong answer.
+update in ``ae_changes`` within the writing transaction, so a change and its log entry commit
+together or not at all, whichever program writes (this package, an older one, a migration, a
+``db copy``). Every update counts, an access count's too: the process also caches items it
+read, and an index skips what did not change its content. An index stamped with the log
+position it reflects catches up by reading the entries after it: a crash between a commit
+and an index save costs a catch-up, never a wrong answer.
 
 An item keeps one entry, renumbered at each change (``INSERT OR REPLACE`` on its unique
 id), so the log holds at most one row per item id ever written. An erase removes the erased
@@ -38,11 +39,6 @@ __all__ = [
 STORE_ID_KEY = "store_id"
 ERASURES_KEY = "erasures"
 
-_INDEXED = ("id", "embedding", "namespace", "tier", "text", "session", "source", "timestamp")
-"""Columns an index reads, besides ``valid_to``: a change to any of them is logged."""
-
-_CHANGED = " OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in (*_INDEXED, "valid_to"))
-
 _TRIGGERS = {
     "ae_items_logged_insert": (
         "AFTER INSERT ON ae_items BEGIN "
@@ -53,8 +49,8 @@ _TRIGGERS = {
         "INSERT OR REPLACE INTO ae_changes (item_id) VALUES (OLD.id); END"
     ),
     "ae_items_logged_update": (
-        f"AFTER UPDATE ON ae_items WHEN {_CHANGED} BEGIN "  # noqa: S608 - column names
-        "INSERT OR REPLACE INTO ae_changes (item_id) VALUES (OLD.id); "
+        "AFTER UPDATE ON ae_items BEGIN "
+        "INSERT OR REPLACE INTO ae_changes (item_id) SELECT OLD.id WHERE OLD.id IS NOT NEW.id; "
         "INSERT OR REPLACE INTO ae_changes (item_id) VALUES (NEW.id); END"
     ),
 }

@@ -16,9 +16,8 @@ change counter per (namespace, tier), bumped by every write to the scope in the 
 transaction, so a process can tell from one primary-key read that its cached lexical index
 of a scope is still the store's.
 
-``ae_changes`` is the change log of an embedded (SQLite) store: one row per item whose
-indexed content (text, vector, scope, session, source, time, currentness) was inserted,
-changed or deleted, numbered by an ever-growing ``seq``. Triggers fill it in the transaction
+``ae_changes`` is the change log of an embedded (SQLite) store: one row per item inserted,
+updated or deleted, numbered by an ever-growing ``seq``. Triggers fill it in the transaction
 of the write (:mod:`._changes`), whatever program writes, so the index files beside the
 database can catch up on exactly what changed since they were saved. An item keeps one row,
 its latest change. PostgreSQL keeps the table empty (its indexes live in the server).

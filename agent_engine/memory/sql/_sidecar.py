@@ -14,12 +14,13 @@ rebuilding it:
   ranks with. SQLite's FTS5 was the alternative; it cannot lend a session's neighbours their
   terms, which our ranking measured as worth its keep (:mod:`agent_engine.retrieval.bm25`).
 
-**Kept in step.** The database's change log (:mod:`._changes`) names every item whose indexed
-content changed, in the writing transaction, whoever wrote. Each index remembers the log
+**Kept in step.** The database's change log (:mod:`._changes`) names every item that changed,
+in the writing transaction, whoever wrote. Each index remembers the log
 position it reflects; before every use it reads the log's position (one query) and, if it
-moved, the entries after its own, re-reads those items and applies them. Another process's
-writes therefore show in this process's next search, and this process's own writes reach its
-indexes the same way, so there is one path to test.
+moved, the entries after its own, re-reads those items and applies them (skipping what
+changed nothing it holds). Another process's writes therefore show in this process's next
+search, and this process's own writes reach its indexes the same way, so there is one path to
+test. The items the process read are cached and followed the same way (:meth:`IndexFiles.fetch`).
 
 **Files are caches.** A file is trusted only when its stamp names this store (the log's
 ``store_id``) and a log position the database has reached, its vectors the store's embedder
@@ -38,6 +39,7 @@ import hashlib
 import json
 import threading
 import zipfile
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,6 +65,8 @@ Read = Callable[[Callable[[sa.Connection], T]], T]
 
 _SCAN_CHUNK = 5000
 _IDS_CHUNK = 5000
+_CACHED_ITEMS = 20_000
+"""Items a process keeps from its reads (a few hundred builds' candidates)."""
 
 
 @attrs.define
@@ -80,7 +84,8 @@ class IndexFiles:
     """The vector and BM25 indexes of one SQLite store, followed from its change log.
 
     ``folder`` holds the files (``None``: indexes in memory only, for ``sqlite://``);
-    ``read_only`` never writes them. ``fetch`` reads items by id, ``scope_items`` every item
+    ``read_only`` never writes them. ``read`` runs a read transaction, ``read_one`` a
+    one-statement read; ``fetch`` reads items by id, ``scope_items`` every item
     of a scope, ``scope_count`` how many of them are current (not superseded: what a BM25
     index holds), ``in_scope`` tells whether an item belongs to a scope, and ``identity`` is
     the store's embedder: the backend's own reads, so an index holds what a search sees.
@@ -91,6 +96,7 @@ class IndexFiles:
         folder: Path | None,
         *,
         read: Read[Any],
+        read_one: Read[Any],
         fetch: Callable[[list[str]], dict[str, ContextItem]],
         scope_items: Callable[[ScopeKey], list[ContextItem]],
         scope_count: Callable[[ScopeKey], int],
@@ -101,6 +107,7 @@ class IndexFiles:
         self.folder = folder
         self.read_only = read_only
         self._read = read
+        self._read_one = read_one
         self._fetch = fetch
         self._scope_items = scope_items
         self._scope_count = scope_count
@@ -110,6 +117,7 @@ class IndexFiles:
         """Held while the indexes change; a search holds it while it walks the rows."""
         self._vectors: _Followed | None = None
         self._lexical: dict[ScopeKey, _Followed] = {}
+        self._items = _Followed(_ItemCache(), -1, -1, -1)
         self._log = get_logger(component="index_files", folder=str(folder))
         if folder is not None and not read_only:
             remove_stale_temps(folder, "vectors.npz")
@@ -140,13 +148,13 @@ class IndexFiles:
 
     def _follow(self) -> Position:
         """Apply the log's entries since the oldest position held; return the log's position."""
-        current: Position = self._read(position)
-        followed = self._followed()
-        for key, entry in [*self._lexical.items(), (None, self._vectors)]:
-            if entry is not None and entry.erasures != current.erasures:
+        current: Position = self._read_one(position)
+        followers = self._followers()
+        for key, entry in followers:
+            if entry.erasures != current.erasures:
                 self._prune(key, entry)
                 entry.erasures = current.erasures
-        behind = [entry for entry in followed if entry.seq < current.seq]
+        behind = [entry for _, entry in followers if entry.seq < current.seq]
         if not behind:
             return current
         since = min(entry.seq for entry in behind)
@@ -154,16 +162,25 @@ class IndexFiles:
         last = max([current.seq, *(seq for seq, _ in entries)])
         ids = list(dict.fromkeys(item_id for _, item_id in entries))
         found = self._fetch(ids) if ids else {}
-        for key, entry in [*self._lexical.items(), (None, self._vectors)]:
-            if entry is None or entry.seq >= last:
+        for key, entry in followers:
+            if entry.seq >= last:
                 continue
-            changed = [item_id for seq, item_id in entries if seq > entry.seq]
-            if key is None:
+            changed = list(dict.fromkeys(item_id for seq, item_id in entries if seq > entry.seq))
+            if key == "items":
+                entry.index.refresh(changed, found)
+            elif key is None:
                 self._apply_vectors(entry, changed, found)
             else:
                 self._apply_lexical(key, entry, changed, found)
             entry.seq = last
         return attrs.evolve(current, seq=last)
+
+    def _followers(self) -> list[tuple[Any, _Followed]]:
+        """Each index held, by key: a scope, ``None`` for the vectors, ``"items"``."""
+        held: list[tuple[Any, _Followed]] = [("items", self._items), *self._lexical.items()]
+        if self._vectors is not None:
+            held.append((None, self._vectors))
+        return held
 
     def _followed(self) -> list[_Followed]:
         return [e for e in (self._vectors, *self._lexical.values()) if e is not None]
@@ -184,7 +201,8 @@ class IndexFiles:
         for item_id in changed:
             if item_id not in found or found[item_id].embedding is None:
                 rows.remove(item_id)
-        rows.add(_entries(with_vectors))
+        moved = [item for item in with_vectors if not _same_row(rows, item)]
+        rows.add(_entries(moved))
         if rows.needs_compaction():
             entry.index = rows.compacted()
 
@@ -195,11 +213,14 @@ class IndexFiles:
         inside = [found[i] for i in dict.fromkeys(changed) if i in found]
         inside = [item for item in inside if self._in_scope(key, item)]
         kept = {item.id for item in inside}
-        index.remove(item_id for item_id in changed if item_id not in kept)
-        index.upsert(inside)
+        index.remove(item_id for item_id in changed if item_id not in kept and item_id in index)
+        index.upsert(item for item in inside if not index.holds(item))
 
-    def _prune(self, key: ScopeKey | None, entry: _Followed) -> None:
+    def _prune(self, key: Any, entry: _Followed) -> None:
         """Drop the rows of items no longer stored (an erase removed their log entries)."""
+        if key == "items":
+            entry.index.clear()
+            return
         if entry.index is None:
             return
         held = list(entry.index.row_of) if key is None else entry.index.item_ids()
@@ -362,6 +383,24 @@ class IndexFiles:
         save_npz(path, arrays)
         followed.saved = followed.seq
 
+    # ------------------------------------------------------------------ items
+
+    def fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
+        """Items by id, those read before served from memory once the log says unchanged.
+
+        A build fetches its few hundred candidates, most of them read by the builds before;
+        a read of the log's position costs less than reading and decoding them again.
+        """
+        with self.lock:
+            self._follow()
+            cache: _ItemCache = self._items.index
+            found, missing = cache.lookup(item_ids)
+            if missing:
+                fresh = self._fetch(missing)
+                cache.remember(fresh.values())
+                found.update(fresh)
+            return found
+
     # ------------------------------------------------------------------ saving
 
     def save(self) -> None:
@@ -439,6 +478,56 @@ class _Stamp:
         if self.seq > current.seq:
             return f"a file of log position {self.seq}, past the store's {current.seq}"
         return None
+
+
+class _ItemCache:
+    """Items read before, by id, the least recently read dropped past ``limit``."""
+
+    def __init__(self, limit: int = _CACHED_ITEMS) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, ContextItem] = OrderedDict()
+
+    def lookup(self, item_ids: Iterable[str]) -> tuple[dict[str, ContextItem], list[str]]:
+        """The cached items of ``item_ids``, and the ids to read."""
+        found: dict[str, ContextItem] = {}
+        missing: list[str] = []
+        items = self._items
+        for item_id in item_ids:
+            item = items.get(item_id)
+            if item is None:
+                missing.append(item_id)
+            else:
+                found[item_id] = item
+                items.move_to_end(item_id)
+        return found, missing
+
+    def remember(self, found: Iterable[ContextItem]) -> None:
+        for item in found:
+            self._items[item.id] = item
+            self._items.move_to_end(item.id)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def refresh(self, changed: list[str], found: dict[str, ContextItem]) -> None:
+        """Take the changed items as they now are (drop those gone); others stay out."""
+        for item_id in changed:
+            if item_id in self._items:
+                item = found.get(item_id)
+                if item is None:
+                    del self._items[item_id]
+                else:
+                    self._items[item_id] = item
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+def _same_row(rows: RowIndex, item: ContextItem) -> bool:
+    """Whether ``item``'s row already holds its vector in its namespace (nothing to redo)."""
+    row = rows.row_of.get(item.id)
+    if row is None or rows.namespace_of_row[row] != item.namespace or item.embedding is None:
+        return False
+    return bool(np.array_equal(rows.vectors()[row], normalize_rows(item.embedding)[0]))
 
 
 def _scope_data(key: ScopeKey) -> list[str | None]:

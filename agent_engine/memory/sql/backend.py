@@ -247,7 +247,8 @@ class SQLAlchemyBackend(BaseBackend):
         return IndexFiles(
             folder,
             read=self._read,
-            fetch=self._fetch,
+            read_one=self._read_one,
+            fetch=self._fetch_rows,
             scope_items=lambda key: self._select(_scope(key), Order("id", descending=False), None),
             scope_count=lambda key: self._count(_scope(key, current=True)),
             in_scope=_in_scope,
@@ -530,6 +531,12 @@ class SQLAlchemyBackend(BaseBackend):
                 )
 
     def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
+        """Items by id: on SQLite from the index files' cache, kept in step by the change log."""
+        if self._files is not None:
+            return self._files.fetch(item_ids)
+        return self._fetch_rows(item_ids)
+
+    def _fetch_rows(self, item_ids: list[str]) -> dict[str, ContextItem]:
         def work(connection: sa.Connection) -> list[Any]:
             found: list[Any] = []
             for chunk in _chunks(item_ids):
