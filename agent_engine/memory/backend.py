@@ -13,7 +13,8 @@ records it); a vector of another size, or a backend used with another embedder, 
 and :meth:`BaseBackend.reembed` moves a store to a new embedder. **Lexical indexes are never
 stale:** a store that others may write keeps a change counter per (namespace, tier) scope,
 bumped in the same transaction as every write, and a cached BM25 index is rebuilt when the
-counter it was built at is no longer the store's.
+counter it was built at is no longer the store's; a backend that asks its database instead
+(:meth:`BaseBackend._lexical_scope`) has no cache to go stale.
 """
 
 from __future__ import annotations
@@ -268,7 +269,11 @@ class MemoryBackend(Protocol):
     def lexical_search(
         self, query: str, k: int = 10, filters: FilterInput = None
     ) -> list[SearchHit]:
-        """Return the ``k`` matching items with the best BM25 score for ``query``, best first."""
+        """Return the ``k`` matching items with the best lexical score for ``query``, best first.
+
+        The score is the one ``lexical_index`` ranks by: BM25, in the process or (PostgreSQL)
+        in the database.
+        """
         ...
 
     def lexical_index(self, filters: FilterInput = None) -> LexicalScope:
@@ -691,40 +696,39 @@ class BaseBackend(abc.ABC):
     def lexical_search(
         self, query: str, k: int = 10, filters: FilterInput = None
     ) -> list[SearchHit]:
-        """The ``k`` matching items with the best BM25 score for ``query``, best first.
+        """The ``k`` matching items with the best lexical score for ``query``, best first.
 
-        The BM25 index covers the namespace/tier scope named in ``filters`` (tier stores always
-        name theirs); any further conditions are applied to the ranked items, widening the
-        window until ``k`` match, so the result is exact.
+        The lexical index (:meth:`_lexical_scope`) covers the namespace/tier scope named in
+        ``filters`` (tier stores always name theirs); any further conditions are applied to
+        the ranked items, widening the window until ``k`` match, so the result is exact.
         """
         _validate.text("query", query)
         _check_k(k)
         where = parse_filter(filters)
         key, rest = _split_scope(where)
-        ranked = sorted(
-            self._scope_index(key).scores(query).items(), key=lambda pair: (-pair[1], pair[0])
-        )
+        matches = self._lexical_scope(key).hits(query)
         hits: list[SearchHit] = []
         window = 4 * k
         start = 0
-        while start < len(ranked) and len(hits) < k:
-            chunk = ranked[start : start + window]
-            found = self._fetch([item_id for item_id, _ in chunk])
-            for item_id, score in chunk:
+        while start < len(matches) and len(hits) < k:
+            chunk = matches.best(start + window)[start:]
+            if not chunk:
+                break
+            scores = matches.of(chunk)
+            found = self._fetch(chunk)
+            for item_id in chunk:
                 item = found.get(item_id)
                 if item is not None and rest.matches(item):
-                    hits.append(SearchHit(item, score))
+                    hits.append(SearchHit(item, scores[item_id]))
             start += window
             window *= 4
         return hits[:k]
 
     def lexical_index(self, filters: FilterInput = None) -> LexicalScope:
-        """The BM25 index of the scope (namespace and tier equalities) of ``filters``.
+        """The lexical index of the scope (namespace and tier equalities) of ``filters``.
 
-        Built from the store on first use, then kept current by this backend's own writes;
-        a store that others may write is asked for its scope's change counter on every call,
-        and the index is rebuilt when another writer moved it (by any write: an add, an edit,
-        a delete, a clear). Only namespace and tier conditions may appear.
+        What :meth:`_lexical_scope` hands out for the scope; only namespace and tier
+        conditions may appear.
         """
         key, rest = _split_scope(parse_filter(filters))
         if rest.conditions:
@@ -733,6 +737,17 @@ class BaseBackend(abc.ABC):
                 field="filters",
                 value=sorted(rest.fields()),
             )
+        return self._lexical_scope(key)
+
+    def _lexical_scope(self, key: _ScopeKey) -> LexicalScope:
+        """The full-text index of a scope: by default, an in-process BM25 index.
+
+        Built from the store on first use, then kept current by this backend's own writes;
+        a store that others may write is asked for its scope's change counter on every call,
+        and the index is rebuilt when another writer moved it (by any write: an add, an edit,
+        a delete, a clear). A backend whose database searches text itself answers from it
+        instead (the SQL backend on PostgreSQL).
+        """
         return self._scope_index(key)
 
     def _lexical(self) -> _LexicalCache:

@@ -68,7 +68,10 @@ class LexicalScope(Protocol):
         ...
 
     def neighbourhoods(self, item_ids: Iterable[str], radius: int) -> Neighbourhoods:
-        """The session neighbours within ``radius`` of each of ``item_ids`` (unknown ids: none)."""
+        """The session neighbours within ``radius`` of each of ``item_ids`` (unknown ids: none).
+
+        The items appear in the order of ``item_ids``: callers keep their seeds' order.
+        """
         ...
 
     def links(self, item_ids: Iterable[str], radius: int) -> Neighbourhoods:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["STOPWORDS", "analyze", "light_stem", "words"]
+__all__ = ["STOPWORDS", "analyze", "inflections", "light_stem", "words"]
 
 _STOPWORD_TEXT = """
 a about above after again against all am an and any are aren't as at be because been before
@@ -71,6 +71,27 @@ def light_stem(word: str) -> str:
             stem = stem[:-1]
         return stem
     return word
+
+
+def inflections(stem: str) -> frozenset[str]:
+    """Every word that :func:`light_stem` turns into ``stem``: the stemmer run backwards.
+
+    A database that indexes words as written (PostgreSQL's ``simple`` configuration) finds
+    the items sharing a term with a query by looking for these words: ``run`` gives ``run``,
+    ``runs``, ``running``, ``runningly``... Each rule is undone (its suffix put back, a
+    doubled consonant too), and only the words that stem back to ``stem`` are kept, so the
+    set is exact: ``reading`` yields ``readings`` alone, since ``reading`` itself stems to
+    ``read``.
+    """
+    found = {stem}
+    for suffix, replacement, _ in _SUFFIXES:
+        if not stem.endswith(replacement):
+            continue
+        root = stem[: len(stem) - len(replacement)]
+        found.add(root + suffix)
+        if suffix in _UNDOUBLE_AFTER and root:
+            found.add(root + root[-1] + suffix)
+    return frozenset(word for word in found if light_stem(word) == stem)
 
 
 def words(text: str) -> list[str]:

@@ -1,8 +1,9 @@
 """Lexical indexes follow writes made through other backend objects on the same database.
 
-Each test opens two backends on one store, as two processes would: ``reader`` builds its BM25
-index, ``writer`` changes the scope without changing its item count, and the reader's next
-lexical search must see the change.
+Each test opens two backends on one store, as two processes would: ``reader`` searches (on
+SQLite it builds its BM25 index; PostgreSQL searches in the database), ``writer`` changes the
+scope without changing its item count, and the reader's next lexical search must see the
+change.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class TestLexicalFreshness:
             "alpha"
         ]
 
+    @pytest.mark.parametrize("sql_url", ["sqlite"], indirect=True)
     def test_own_writes_keep_the_index_and_others_replace_it(self, pair):
         """The reader's own writes update its index in place; another writer's are seen too.
 

@@ -26,6 +26,9 @@ from agent_engine.memory.sql import (
     upgrade_database,
 )
 from agent_engine.memory.sql._engine import create_engine
+from agent_engine.memory.sql._fulltext import COLUMN as FULLTEXT_COLUMN
+from agent_engine.memory.sql._fulltext import INDEX_NAME as FULLTEXT_INDEX
+from agent_engine.memory.sql._fulltext import postgresql_metadata
 from agent_engine.memory.sql._migrate import VERSION_TABLE, _listed_head, downgrade, migrations_path
 from agent_engine.memory.sql._pgvector import holds_pgvector, include_name, vector_metadata
 from agent_engine.memory.sql._schema import metadata
@@ -50,6 +53,10 @@ def _tables(url):
         return set(sa.inspect(engine).get_table_names())
     finally:
         engine.dispose()
+
+
+def _columns(engine):
+    return {column["name"] for column in sa.inspect(engine).get_columns("ae_items")}
 
 
 def _indexes(engine):
@@ -78,6 +85,35 @@ class TestRevisions:
         with SQLAlchemyBackend(sql_url) as backend:
             backend.add(ContextItem.create("note", "after the round trip", tags=["a"]))
             assert backend.count({"tags": "a"}) == 1
+
+    def test_fulltext_revision_indexes_postgresql_alone(self, sql_url):
+        """0009 adds the tsvector column and its index on PostgreSQL, the downgrade drops them.
+
+        Items stored before the index is made are found once it is: it covers them.
+        """
+        postgresql = not sql_url.startswith("sqlite")
+        scope = {"namespace": "project:a", "tier": "project"}
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add(
+                ContextItem.create(
+                    "note", "postgres migrations", id="m0", namespace="project:a", tier="project"
+                )
+            )
+        engine = create_engine(sql_url)
+        try:
+            assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
+            assert (FULLTEXT_COLUMN in _columns(engine)) is postgresql
+            downgrade(engine, "0008")
+            assert database_revision(sql_url) == "0008"
+            assert FULLTEXT_INDEX not in _indexes(engine)
+            assert FULLTEXT_COLUMN not in _columns(engine)
+            upgrade_database(sql_url)
+            assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
+            assert (FULLTEXT_COLUMN in _columns(engine)) is postgresql
+        finally:
+            engine.dispose()
+        with SQLAlchemyBackend(sql_url) as backend:
+            assert [h.item.id for h in backend.lexical_search("migration", 1, scope)] == ["m0"]
 
     def test_status_index_revision_keeps_items(self, sql_url):
         """0002 only adds the pinned-items index: down to 0001 and back, nothing stored is lost."""
@@ -184,7 +220,9 @@ class TestRevisions:
         """alembic autogenerate finds nothing to do: no drift between models and migrations.
 
         A pgvector store is compared with the schema of one (a ``vector`` embedding column),
-        after a vector has made its HNSW index, which is left out of the comparison.
+        after a vector has made its HNSW index, which is left out of the comparison. A
+        PostgreSQL store is compared with the schema holding its ``tsvector`` column and GIN
+        index, which SQLite stores lack.
         """
         upgrade_database(sql_url)
         pgvector = request.node.callspec.params["sql_url"] == "pgvector"
@@ -203,7 +241,10 @@ class TestRevisions:
                         "include_name": include_name,
                     },
                 )
-                target = vector_metadata() if pgvector else metadata
+                kind = request.node.callspec.params["sql_url"]
+                target = {"pgvector": vector_metadata, "postgresql": postgresql_metadata}.get(
+                    kind, lambda: metadata
+                )()
                 assert compare_metadata(context, target) == []
                 if pgvector:
                     assert _indexes(engine) >= {"ix_ae_items_embedding_hnsw_16"}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agent_engine.retrieval.text import STOPWORDS, analyze, light_stem, words
+from agent_engine.retrieval.text import STOPWORDS, analyze, inflections, light_stem, words
 
 
 class TestLightStem:
@@ -53,6 +55,34 @@ class TestLightStem:
     def test_inflections_meet(self):
         """Forms of one word share a stem, which is what makes them match in BM25."""
         assert {light_stem(w) for w in ("deploy", "deploys", "deployed", "deploying")} == {"deploy"}
+
+
+class TestInflections:
+    @given(st.text(alphabet="abcdeghilnorsstyz", min_size=1, max_size=12))
+    def test_every_word_is_an_inflection_of_its_stem(self, word):
+        """A word is among the inflections of its stem, and every inflection stems back."""
+        stem = light_stem(word)
+        found = inflections(stem)
+        assert word in found
+        assert all(light_stem(other) == stem for other in found)
+
+    @pytest.mark.parametrize(
+        ("stem", "expected"),
+        [
+            pytest.param("run", {"run", "runs", "running"}, id="undoubled"),
+            pytest.param("study", {"study", "studies", "studying"}, id="ies"),
+            pytest.param("class", {"class", "classes"}, id="sses"),
+            pytest.param("box", {"box", "boxes", "boxed"}, id="xes"),
+        ],
+    )
+    def test_common_forms_are_found(self, stem, expected):
+        """The everyday inflections of a stem are among its inflections."""
+        assert expected <= inflections(stem)
+
+    def test_a_stem_that_stems_further_is_not_its_own_inflection(self):
+        """``reading`` stems to ``read``, so only ``readings`` stems to ``reading``."""
+        assert "reading" not in inflections("reading")
+        assert "readings" in inflections("reading")
 
 
 class TestAnalyze:

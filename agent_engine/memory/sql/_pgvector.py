@@ -397,12 +397,10 @@ def register_adapters(engine: sa.Engine) -> None:
 
 
 def vector_metadata() -> sa.MetaData:
-    """The schema of a pgvector store: the shared tables with a ``vector`` embedding column."""
-    from agent_engine.memory.sql._schema import metadata  # noqa: PLC0415 - a copy of it
+    """The schema of a pgvector store: a PostgreSQL store's, with a ``vector`` embedding column."""
+    from agent_engine.memory.sql._fulltext import postgresql_metadata  # noqa: PLC0415
 
-    copy = sa.MetaData(naming_convention=metadata.naming_convention)
-    for table in metadata.tables.values():
-        table.to_metadata(copy)
+    copy = postgresql_metadata()
     copy.tables["ae_items"].c.embedding.type = _vector_type()
     return copy
 

@@ -7,13 +7,14 @@ one SQL statement over an HNSW index. On SQLite, vector and BM25 search run on i
 in the process and saved in files beside the database (:mod:`._sidecar`), which follow the
 database's change log, so they see every writer's changes; plain PostgreSQL (and SQLite with
 ``indexed=False``) streams the matching vectors in bounded, SQL-filtered chunks through the
-inherited scan, so no call loads a whole table.
+inherited scan, so no call loads a whole table. On PostgreSQL lexical search is the
+database's full-text search (:mod:`._fulltext`).
 
 Other processes write the same database, so what a backend object knows is checked where it
 matters, in the database (:mod:`._meta`): every write that carries vectors reads the store's
 recorded embedder in its own transaction (and records it with the first vector), every
 vector search reads it before scanning, and every write bumps its scopes' change counters in
-its own transaction, which lexical indexes compare on every use.
+its own transaction, which in-process lexical indexes (SQLite's) compare on every use.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from agent_engine.memory.sql._engine import (
     timed_out,
 )
 from agent_engine.memory.sql._filters import select_items, where_clause
+from agent_engine.memory.sql._fulltext import FullTextScope
 from agent_engine.memory.sql._meta import (
     Reembedding,
     StoreMeta,
@@ -95,6 +97,7 @@ from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, 
 from agent_engine.memory.sql._sidecar import IndexFiles
 from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
+from agent_engine.retrieval.lexical import LexicalScope
 
 __all__ = ["SQLAlchemyBackend"]
 
@@ -644,6 +647,17 @@ class SQLAlchemyBackend(BaseBackend):
     def _scope_versions(self, key: tuple[str | None, Tier | None]) -> ScopeVersions:
         namespace, tier = key
         return self._read_one(lambda connection: read_versions(connection, namespace, tier))
+
+    def _lexical_scope(self, key: tuple[str | None, Tier | None]) -> LexicalScope:
+        """On PostgreSQL, the database's full-text search (:mod:`._fulltext`); else BM25.
+
+        Nothing is built or cached in the process: each question is a statement over the
+        GIN-indexed table, so other processes' writes show at once.
+        """
+        if self._dialect != "postgresql":
+            return super()._lexical_scope(key)
+        namespace, tier = key
+        return FullTextScope(self._read, namespace, tier)
 
     def _touch(self, item_ids: list[str], at: datetime) -> int:
         """One ``UPDATE ... SET access_count = access_count + 1``: concurrent counts add up.
