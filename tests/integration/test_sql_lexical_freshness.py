@@ -14,6 +14,7 @@ import pytest
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.models import ContextItem, Tier
+from agent_engine.retrieval.bm25 import LexicalIndex
 
 SCOPE = {"namespace": "project:a", "tier": "project"}
 
@@ -22,10 +23,17 @@ def _item(item_id, text, namespace="project:a"):
     return ContextItem.create("note", text, id=item_id, namespace=namespace, tier=Tier.PROJECT)
 
 
-@pytest.fixture
-def pair(sql_url):
-    """A reader and a writer on one store holding three items of one scope."""
-    with SQLAlchemyBackend(sql_url) as writer, SQLAlchemyBackend(sql_url) as reader:
+@pytest.fixture(params=[True, False], ids=["fulltext", "in-process"])
+def pair(sql_url, request):
+    """A reader and a writer on one store holding three items of one scope.
+
+    On PostgreSQL the reader searches text in the database, or (``fulltext=False``) with an
+    in-process BM25 index; on SQLite the option changes nothing.
+    """
+    with (
+        SQLAlchemyBackend(sql_url) as writer,
+        SQLAlchemyBackend(sql_url, fulltext=request.param) as reader,
+    ):
         writer.add_many(
             [
                 _item("alpha", "postgres migrations run in ci"),
@@ -81,7 +89,6 @@ class TestLexicalFreshness:
             "alpha"
         ]
 
-    @pytest.mark.parametrize("sql_url", ["sqlite"], indirect=True)
     def test_own_writes_keep_the_index_and_others_replace_it(self, pair):
         """The reader's own writes update its index in place; another writer's are seen too.
 
@@ -91,6 +98,11 @@ class TestLexicalFreshness:
         in place; elsewhere the scope's counter moved, and the index is rebuilt.
         """
         reader, writer = pair
+        if reader.fulltext:  # the database's full-text search: nothing held in the process
+            assert not isinstance(reader.lexical_index(SCOPE), LexicalIndex)
+            writer.add(_item("theirs", "written by the writer"))
+            assert _found(reader, "writer") == ["theirs"]
+            return
         index = reader.lexical_index(SCOPE)
         reader.add(_item("own", "written by the reader"))
         reader.delete("beta")
