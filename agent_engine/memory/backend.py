@@ -765,7 +765,7 @@ class BaseBackend(abc.ABC):
             current = self._scope_versions(key)
             if entry is None or (current is not None and entry.versions != current):
                 index = LexicalIndex()
-                index.upsert(self._select(_scope_filter(key), Order("id", descending=False), None))
+                index.upsert(self._select(scope_filter(key), Order("id", descending=False), None))
                 entry = _ScopeIndex(index, None if current is None else dict(current))
                 cache.indexes[key] = entry
             return entry.index
@@ -774,8 +774,8 @@ class BaseBackend(abc.ABC):
         cache = self._lexical()
         with cache.lock:
             for key, entry in cache.indexes.items():
-                inside = [item for item in items if _in_scope(key, item)]
-                entry.index.remove(item.id for item in items if not _in_scope(key, item))
+                inside = [item for item in items if in_scope(key, item)]
+                entry.index.remove(item.id for item in items if not in_scope(key, item))
                 entry.index.upsert(inside)
                 entry.follow(key, written)
 
@@ -1192,17 +1192,24 @@ def _split_scope(where: Filter) -> tuple[_ScopeKey, Filter]:
     return (namespace, tier), Filter(tuple(rest))
 
 
-def _scope_filter(key: _ScopeKey) -> Filter:
+def scope_filter(key: _ScopeKey, *, current: bool = False) -> Filter:
+    """The filter of a namespace/tier scope (``current``: its items not superseded).
+
+    For backends that keep a lexical index per scope, as :class:`BaseBackend` does.
+    """
     namespace, tier = key
     document: dict[str, object] = {}
     if namespace is not None:
         document["namespace"] = namespace
     if tier is not None:
         document["tier"] = tier.value
+    if current:
+        document["valid_to"] = None
     return parse_filter(document)
 
 
-def _in_scope(key: _ScopeKey, item: ContextItem) -> bool:
+def in_scope(key: _ScopeKey, item: ContextItem) -> bool:
+    """Whether ``item`` belongs to the namespace/tier scope ``key`` (``None``: any)."""
     return _in_key(key, (item.namespace, item.tier))
 
 

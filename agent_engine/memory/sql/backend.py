@@ -41,7 +41,7 @@ from agent_engine.errors import (
     QueryTimeoutError,
     ReembedRequiredError,
 )
-from agent_engine.filters import Filter, Order, parse_filter
+from agent_engine.filters import Filter, Order
 from agent_engine.memory._vector_search import search_rows
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
@@ -53,7 +53,9 @@ from agent_engine.memory.backend import (
     binding_identity,
     check_identity,
     check_vectors,
+    in_scope,
     mixed_sizes,
+    scope_filter,
 )
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.sql import _pgvector
@@ -256,9 +258,11 @@ class SQLAlchemyBackend(BaseBackend):
             read=self._read,
             read_one=self._read_one,
             fetch=self._fetch_rows,
-            scope_items=lambda key: self._select(_scope(key), Order("id", descending=False), None),
-            scope_count=lambda key: self._count(_scope(key, current=True)),
-            in_scope=_in_scope,
+            scope_items=lambda key: self._select(
+                scope_filter(key), Order("id", descending=False), None
+            ),
+            scope_count=lambda key: self._count(scope_filter(key, current=True)),
+            in_scope=in_scope,
             identity=self._stored_identity,
             read_only=self.read_only,
         )
@@ -911,23 +915,3 @@ def _existing(connection: sa.Connection, ids: list[str]) -> set[str]:
             connection.execute(sa.select(items.c.id).where(items.c.id.in_(chunk))).scalars()
         )
     return found
-
-
-def _scope(key: tuple[str | None, Tier | None], *, current: bool = False) -> Filter:
-    """The filter of a namespace/tier scope (``current``: its items not superseded)."""
-    namespace, tier = key
-    document: dict[str, object] = {}
-    if namespace is not None:
-        document["namespace"] = namespace
-    if tier is not None:
-        document["tier"] = tier.value
-    if current:
-        document["valid_to"] = None
-    return parse_filter(document)
-
-
-def _in_scope(key: tuple[str | None, Tier | None], item: ContextItem) -> bool:
-    namespace, tier = key
-    return (namespace is None or item.namespace == namespace) and (
-        tier is None or item.tier is tier
-    )
