@@ -40,8 +40,9 @@ def _assert_checks_hold(results):
     assert round_["items_before"] == ITEMS
     assert round_["items_after"] == ITEMS + round_["stored"]
     assert (round_["lost"], round_["unaccounted"], round_["misses"]) == (0, 0, 0)
-    # Each build after the other's first write looks for it: at least the later steps do.
-    assert round_["visibility_checks"] >= STEPS
+    # A build after the other's first write looks for it, whenever the two overlap (on a
+    # loaded machine one may run most of its steps before the other's first write).
+    assert round_["visibility_checks"] >= 1
     for figure in FIGURES:
         assert round_[figure] > 0, figure
     assert round_["build_p95_ms"] >= round_["build_p50_ms"]

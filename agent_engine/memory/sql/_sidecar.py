@@ -149,6 +149,9 @@ class IndexFiles:
     def _follow(self) -> Position:
         """Apply the log's entries since the oldest position held; return the log's position."""
         current: Position = self._read_one(position)
+        cache: _ItemCache = self._items.index
+        if not len(cache):  # nothing cached is stale: the cache starts where the log is
+            self._items.seq, self._items.erasures = current.seq, current.erasures
         followers = self._followers()
         for key, entry in followers:
             if entry.erasures != current.erasures:
@@ -160,14 +163,25 @@ class IndexFiles:
         since = min(entry.seq for entry in behind)
         entries = self._read(lambda connection: changed_since(connection, since))
         last = max([current.seq, *(seq for seq, _ in entries)])
-        ids = list(dict.fromkeys(item_id for _, item_id in entries))
-        found = self._fetch(ids) if ids else {}
+        changes = {
+            id(entry): list(dict.fromkeys(i for seq, i in entries if seq > entry.seq))
+            for _, entry in followers
+            if entry.seq < last
+        }
+        # The cache wants only the changed items it holds; the indexes want every one.
+        wanted = {
+            item_id
+            for key, entry in followers
+            for item_id in changes.get(id(entry), ())
+            if key != "items" or item_id in cache
+        }
+        found = self._fetch(list(wanted)) if wanted else {}
         for key, entry in followers:
             if entry.seq >= last:
                 continue
-            changed = list(dict.fromkeys(item_id for seq, item_id in entries if seq > entry.seq))
+            changed = changes[id(entry)]
             if key == "items":
-                entry.index.refresh(changed, found)
+                cache.refresh(changed, found)
             elif key is None:
                 self._apply_vectors(entry, changed, found)
             else:
@@ -486,6 +500,12 @@ class _ItemCache:
     def __init__(self, limit: int = _CACHED_ITEMS) -> None:
         self.limit = limit
         self._items: OrderedDict[str, ContextItem] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._items
 
     def lookup(self, item_ids: Iterable[str]) -> tuple[dict[str, ContextItem], list[str]]:
         """The cached items of ``item_ids``, and the ids to read."""
