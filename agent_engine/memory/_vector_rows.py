@@ -435,8 +435,8 @@ class RowIndex:
             # Our own handle: np.load leaves its file open when the zip directory is torn.
             with path.open("rb") as handle, np.load(handle, allow_pickle=False) as data:
                 header = json.loads(bytes(data["header"]).decode())
-                ids = [str(i) for i in data["ids"]]
-                namespaces = [str(n) for n in data["namespaces"]]
+                ids = data["ids"].tolist()  # C-level: a file of 100k rows loads in milliseconds
+                namespaces = data["namespaces"].tolist()
                 alive = np.asarray(data["alive"], dtype=bool)
                 blob = np.asarray(data["index"])
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
@@ -470,9 +470,14 @@ class RowIndex:
         loaded.dead = int((~alive).sum())
         for row in np.flatnonzero(~alive):
             loaded._blank(int(row))  # a file written before dead rows were blanked
-        for row in np.flatnonzero(alive):
-            loaded.row_of[ids[row]] = int(row)
-            loaded.ns_rows.setdefault(namespaces[row], set()).add(int(row))
+        live = np.flatnonzero(alive)
+        live_rows = live.tolist()
+        loaded.row_of = dict(zip([ids[row] for row in live_rows], live_rows, strict=True))
+        names, members = np.unique(np.asarray(namespaces)[live], return_inverse=True)
+        order = np.argsort(members, kind="stable")
+        bounds = np.searchsorted(members[order], np.arange(len(names) + 1))
+        for code, name in enumerate(names.tolist()):
+            loaded.ns_rows[name] = set(live[order[bounds[code] : bounds[code + 1]]].tolist())
         loaded.digest = int(header["digest"])
         stamp = header.get("stamp")
         loaded.stamp = stamp if isinstance(stamp, dict) else {}
