@@ -355,19 +355,28 @@ def assert_same_scores(got, want):
         assert got[item_id] == pytest.approx(score, rel=1e-9)
 
 
+def _put(*extra):
+    """A write of item ``i<n>``: its words, session, minute (and ``extra`` fields)."""
+    return st.tuples(
+        st.just("put"),
+        st.integers(0, 12),
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+        st.sampled_from(["", "s1", "s2"]),
+        st.integers(0, 20),
+        *extra,
+    )
+
+
+DELETE = st.tuples(st.just("del"), st.integers(0, 12))
+
+
 class TestIncrementalWrites:
     @settings(max_examples=60, deadline=None)
     @given(
         st.lists(
             st.one_of(
-                st.tuples(
-                    st.just("put"),
-                    st.integers(0, 12),
-                    st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
-                    st.sampled_from(["", "s1", "s2"]),
-                    st.integers(0, 20),
-                ),
-                st.tuples(st.just("del"), st.integers(0, 12)),
+                _put(),
+                DELETE,
                 st.tuples(st.just("query"), st.sampled_from(WORDS)),
             ),
             max_size=40,
@@ -463,15 +472,8 @@ class TestSnapshots:
     @given(
         st.lists(
             st.one_of(
-                st.tuples(
-                    st.just("put"),
-                    st.integers(0, 12),
-                    st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
-                    st.sampled_from(["", "s1", "s2"]),
-                    st.integers(0, 20),
-                    st.sampled_from(["", "chat", "tool"]),
-                ),
-                st.tuples(st.just("del"), st.integers(0, 12)),
+                _put(st.sampled_from(["", "chat", "tool"])),
+                DELETE,
                 st.tuples(st.just("restore")),
             ),
             max_size=40,
