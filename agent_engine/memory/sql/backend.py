@@ -72,6 +72,7 @@ from agent_engine.memory.sql._engine import (
     flush_erased,
     resolve_statement_timeout,
     retrying,
+    sqlite_file,
     timed_out,
 )
 from agent_engine.memory.sql._filters import select_items, where_clause
@@ -247,11 +248,13 @@ class SQLAlchemyBackend(BaseBackend):
         """The indexes of a SQLite store (``None`` elsewhere), in files beside a file's."""
         if self._dialect != "sqlite":
             return None
-        database = self._engine.url.database
+        # The file the user named, not the engine's URL: a read-only engine connects through
+        # a URI and its URL names no database, yet reads the same files.
+        database = sqlite_file(self.url)
         folder: Path | None = None
         if index_path is not None:
             folder = Path(index_path)
-        elif database and database != ":memory:" and not database.startswith("file:"):
+        elif database is not None and not str(database).startswith("file:"):
             folder = Path(f"{database}.indexes")
         return IndexFiles(
             folder,
