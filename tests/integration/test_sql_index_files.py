@@ -9,17 +9,20 @@ from what the database holds, with a warning and a rebuild where a file cannot b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
 import pytest
+import sqlalchemy as sa
 from structlog.testing import capture_logs
 
 from agent_engine.embeddings import HashingEmbedder
@@ -88,6 +91,21 @@ def saved(tmp_path):
     return path, items
 
 
+@contextlib.contextmanager
+def _statements(backend: SQLAlchemyBackend) -> Iterator[list[str]]:
+    """The SQL statements ``backend`` runs inside the block."""
+    seen: list[str] = []
+
+    def record(_connection, _cursor, statement, *_args) -> None:
+        seen.append(statement)
+
+    sa.event.listen(backend.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(backend.engine, "before_cursor_execute", record)
+
+
 def _vector_file(path: Path) -> Path:
     return Path(f"{path}.indexes") / "vectors.npz"
 
@@ -150,8 +168,11 @@ class TestFiles:
         writer, _ = _open(path)
         writer.add_many(_items(200, 210))
         reader, _ = _open(path, read_only=True)
-        with reader:
+        with reader, _statements(reader) as statements:
             _assert_complete(reader, items + _items(200, 210))
+        # Loaded and caught up, not rebuilt: no statement read every vector or every text.
+        assert statements
+        assert not [s for s in statements if "ORDER BY ae_items.id" in s]
         writer.engine.dispose()  # no save: the files stay as they were
         assert {p: p.read_bytes() for p in before} == before
 
