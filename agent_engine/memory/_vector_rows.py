@@ -25,7 +25,8 @@ below twenty queries (measured 2.5x slower, see ``docs/benchmarks.md``).
 
 The saved file is an ``.npz`` (zip, so every member is CRC-checked on read) holding a JSON
 header, the row ids, the live-row mask and the vectors (the serialized FAISS index, or the
-matrix). The header carries a digest of the ``(id, vector)`` pairs indexed, so an owner can
+matrix, which a load maps copy-on-write rather than reading: :func:`_mapped_member`). The
+header carries a digest of the ``(id, vector)`` pairs indexed, so an owner can
 tell an index that is out of step with its records from one that matches them without
 trusting file dates, the name of the embedder that made the vectors (``null`` when
 unknown), and the owner's own ``stamp`` (what the SQLite store's file was caught up to).
@@ -36,11 +37,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -402,9 +405,9 @@ class RowIndex:
         if self.kind == "numpy":
             if blob.dtype != np.float32 or blob.ndim != 2 or blob.shape[1] != self.dim:  # noqa: PLR2004
                 raise ValueError(f"vectors of shape {blob.shape} and type {blob.dtype}")
-            # A freshly read array is ours already: copying 150 MB at 100k rows doubled the
-            # load of a new process.
-            return _Matrix(self.dim, np.require(blob, requirements=["C", "W"]))
+            # Mapped or freshly read, the array is ours: copying 150 MB at 100k rows doubled
+            # the load of a new process.
+            return _Matrix(self.dim, blob)
         return self.faiss.deserialize_index(blob.astype(np.uint8, copy=False))
 
     def save(self, path: Path) -> None:
@@ -440,7 +443,8 @@ class RowIndex:
                 ids = data["ids"].tolist()  # C-level: a file of 100k rows loads in milliseconds
                 namespaces = data["namespaces"].tolist()
                 alive = np.asarray(data["alive"], dtype=bool)
-                blob = np.asarray(data["index"])
+                mapped = _mapped_member(handle, "index.npy") if kind == "numpy" else None
+                blob = np.asarray(data["index"]) if mapped is None else mapped
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             raise IndexCorruptError(f"cannot read {path}: {exc}", backend="FaissBackend") from exc
         if (
@@ -507,6 +511,40 @@ class _Matrix:
 
     def view(self) -> npt.NDArray[np.float32]:
         return self._data[: self.ntotal]
+
+
+def _mapped_member(handle: BinaryIO, name: str) -> npt.NDArray[Any] | None:
+    """The array of member ``name`` of an open ``.npz``, mapped copy-on-write, CRC-checked.
+
+    A new process would otherwise allocate and fill the whole matrix (150 MB at 100k rows of
+    384 floats) before its first search; mapped, the file's pages come from the page cache
+    and are shared by every process that maps them, and a write (a dead row zeroed) copies
+    only the page it touches. The CRC is checked over the mapping, as a read would check it
+    (a damaged file is rejected, not searched). ``None`` where the member cannot be mapped
+    (compressed, or not a plain C-ordered array, or no ``mmap`` here): the caller reads it.
+    The file is never written in place (:func:`save_npz` renames a new one over it), so the
+    mapping stays valid for as long as the rows live.
+    """
+    if os.name != "posix":  # a mapped file cannot be renamed over on Windows
+        return None
+    archive = zipfile.ZipFile(handle)
+    info = archive.getinfo(name)
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with archive.open(info) as member:
+        start = member._fileobj.tell()  # type: ignore[attr-defined]  # noqa: SLF001 - the data's offset
+        version = np.lib.format.read_magic(member)
+        if version != (1, 0):
+            return None
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+        offset = start + member.tell()
+    if fortran or dtype.hasobject:
+        return None
+    mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+    if zlib.crc32(memoryview(mapping)[start : start + info.file_size]) != info.CRC:
+        raise zipfile.BadZipFile(f"bad CRC-32 for file {name!r}")
+    count = int(np.prod(shape))
+    return np.frombuffer(mapping, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
 def save_npz(path: Path, arrays: dict[str, npt.NDArray[Any]]) -> None:

@@ -21,11 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from structlog.testing import capture_logs
 
 from agent_engine.embeddings import HashingEmbedder
+from agent_engine.errors import IndexCorruptError
+from agent_engine.memory._vector_rows import RowIndex
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.memory.sql._changes import position
 from agent_engine.models import ArchiveReason, ContextItem, Tier
@@ -397,3 +400,37 @@ class TestErase:
             assert "item-00042" not in mine._files.vectors().row_of
             assert "item-00042" not in mine.lexical_index(SCOPE).item_ids()
             assert mine.search(target.text, k=1, filters=SCOPE)[0].item.id != "item-00042"
+
+
+class TestMappedVectors:
+    """A new process maps the saved vectors rather than reading them (``RowIndex.load``)."""
+
+    def _saved_rows(self, tmp_path) -> tuple[Path, np.ndarray]:
+        rng = np.random.default_rng(7)
+        matrix = rng.standard_normal((50, DIM)).astype(np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        rows = RowIndex("numpy", DIM, hnsw_m=0, ef_construction=0)
+        rows.add([(f"id-{n}", "ns", matrix[n]) for n in range(50)])
+        path = tmp_path / "vectors.npz"
+        rows.save(path)
+        return path, matrix
+
+    def test_rows_changed_after_loading_leave_the_file_as_it_was(self, tmp_path):
+        path, matrix = self._saved_rows(tmp_path)
+        saved = path.read_bytes()
+        rows = RowIndex.load(path, "numpy", 0, 0)
+        assert np.array_equal(rows.vectors(), matrix)
+        rows.remove("id-3")  # zeroes its vector where the rows are kept
+        assert not rows.vectors()[3].any()
+        rows.add([("id-50", "ns", matrix[0])])
+        assert path.read_bytes() == saved
+        assert np.array_equal(RowIndex.load(path, "numpy", 0, 0).vectors(), matrix)
+
+    def test_a_flipped_byte_among_the_vectors_is_refused(self, tmp_path):
+        path, matrix = self._saved_rows(tmp_path)
+        data = bytearray(path.read_bytes())
+        at = bytes(data).index(matrix[20].tobytes())  # inside the vectors' member
+        data[at] ^= 0x01
+        path.write_bytes(bytes(data))
+        with pytest.raises(IndexCorruptError, match="CRC"):
+            RowIndex.load(path, "numpy", 0, 0)
