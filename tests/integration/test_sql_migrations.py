@@ -39,6 +39,9 @@ from tests.integration.conftest import SQL_KINDS, empty_database
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"ae_items", "ae_item_tags", "ae_audit_events", "ae_store_meta", "ae_scope_versions"}
 
+COUNT_VECTORS = "ix_ae_items_namespace_embedded"
+COUNT_CURRENT = "ix_ae_items_namespace_tier_current"
+
 
 @pytest.fixture(params=SQL_KINDS)
 def sql_url(request, tmp_path):
@@ -114,6 +117,33 @@ class TestRevisions:
             engine.dispose()
         with SQLAlchemyBackend(sql_url) as backend:
             assert [h.item.id for h in backend.lexical_search("migration", 1, scope)] == ["m0"]
+
+    def test_count_index_revision_serves_the_index_files_counts(self, sql_url):
+        """0010's partial indexes answer the counts an opened index file is checked against."""
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add(ContextItem.create("note", "counted", id="c0", namespace="project:a"))
+        engine = create_engine(sql_url)
+        try:
+            assert {COUNT_VECTORS, COUNT_CURRENT} <= _indexes(engine)
+            downgrade(engine, "0009")
+            assert not {COUNT_VECTORS, COUNT_CURRENT} & _indexes(engine)
+            upgrade_database(sql_url)
+            assert {COUNT_VECTORS, COUNT_CURRENT} <= _indexes(engine)
+            if sql_url.startswith("sqlite"):
+                with engine.connect() as connection:
+                    for statement in (
+                        "SELECT count(*) FROM ae_items WHERE embedding IS NOT NULL",
+                        (
+                            "SELECT count(*) FROM ae_items WHERE namespace = 'project:a' "
+                            "AND tier = 'project' AND valid_to IS NULL"
+                        ),
+                    ):
+                        plan = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}")
+                        assert "USING INDEX ix_ae_items_namespace_" in str(plan.all())
+        finally:
+            engine.dispose()
+        with SQLAlchemyBackend(sql_url) as backend:
+            assert backend.get("c0") is not None
 
     def test_status_index_revision_keeps_items(self, sql_url):
         """0002 only adds the pinned-items index: down to 0001 and back, nothing stored is lost."""
