@@ -7,32 +7,16 @@ built-in scorers), :mod:`agent_engine.memory` (``BaseBackend``, ``SearchHit``, .
 :mod:`agent_engine.retrieval` and :mod:`agent_engine.testing` (the conformance suite).
 ``__version__`` is the installed distribution's version.
 
-Importing the package stays light: the SQL backend's names (and with them SQLAlchemy and
-alembic) load on first use, as ``FaissBackend`` and ``SentenceTransformerEmbedder`` import
-their libraries only when one is built.
+Importing the package stays light: the assembler's names and the SQL backend's (and with
+them SQLAlchemy and alembic) load on first use, as ``FaissBackend`` and
+``SentenceTransformerEmbedder`` import their libraries only when one is built. A command that
+only reads memory (``agent-engine memory search``) never loads the assembler.
 """
 
 import typing as _typing
 
 from agent_engine import _lazy
 from agent_engine._version import __version__
-from agent_engine.assembler import (
-    DEFAULT_POLICIES,
-    AssemblerConfig,
-    ContextAssembler,
-    ContextPackage,
-    GatherLimits,
-    Layout,
-    MarkedConflict,
-    Omission,
-    OmissionReason,
-    Policy,
-    RenderFormat,
-    Selection,
-    SelectionReason,
-    TierFailure,
-    TierUsage,
-)
 from agent_engine.embeddings import (
     Embedder,
     EmbedderIdentity,
@@ -129,6 +113,23 @@ For one release they still resolve, with a DeprecationWarning naming the new imp
 """
 
 if _typing.TYPE_CHECKING:
+    from agent_engine.assembler import (
+        DEFAULT_POLICIES,
+        AssemblerConfig,
+        ContextAssembler,
+        ContextPackage,
+        GatherLimits,
+        Layout,
+        MarkedConflict,
+        Omission,
+        OmissionReason,
+        Policy,
+        RenderFormat,
+        Selection,
+        SelectionReason,
+        TierFailure,
+        TierUsage,
+    )
     from agent_engine.memory.sql import (
         SQLAlchemyBackend,
         database_revision,
@@ -138,10 +139,37 @@ if _typing.TYPE_CHECKING:
 else:
     __getattr__, __dir__ = _lazy.on_first_use(
         globals(),
-        dict.fromkeys(
-            ["SQLAlchemyBackend", "database_revision", "default_database_url", "upgrade_database"],
-            "agent_engine.memory.sql",
-        ),
+        {
+            **dict.fromkeys(
+                [
+                    "DEFAULT_POLICIES",
+                    "AssemblerConfig",
+                    "ContextAssembler",
+                    "ContextPackage",
+                    "GatherLimits",
+                    "Layout",
+                    "MarkedConflict",
+                    "Omission",
+                    "OmissionReason",
+                    "Policy",
+                    "RenderFormat",
+                    "Selection",
+                    "SelectionReason",
+                    "TierFailure",
+                    "TierUsage",
+                ],
+                "agent_engine.assembler",
+            ),
+            **dict.fromkeys(
+                [
+                    "SQLAlchemyBackend",
+                    "database_revision",
+                    "default_database_url",
+                    "upgrade_database",
+                ],
+                "agent_engine.memory.sql",
+            ),
+        },
         moved=_MOVED,
     )
 

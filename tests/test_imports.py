@@ -77,6 +77,16 @@ class TestLightImport:
         )
         assert _heavy_modules_after(code) == []
 
+    def test_a_read_command_never_loads_the_assembler(self):
+        """Commands that only read memory pay no import of the assembler (a tenth of a second)."""
+        code = (
+            "import sys\n"
+            "from agent_engine.cli import main\n"
+            "assert main(['--db', 'memory://', 'memory', 'search', 'query', '-p', 'x']) == 0\n"
+            "assert 'agent_engine.assembler' not in sys.modules, 'assembler loaded'"
+        )
+        _heavy_modules_after(code)
+
     def test_backend_registry_lookups(self):
         """Looking backends up by scheme, name or configuration imports none of them."""
         code = (
@@ -92,6 +102,8 @@ class TestLazyExports:
     @pytest.mark.parametrize(
         ("name", "module"),
         [
+            ("ContextAssembler", "agent_engine.assembler"),
+            ("ContextPackage", "agent_engine.assembler"),
             ("SQLAlchemyBackend", "agent_engine.memory.sql"),
             ("database_revision", "agent_engine.memory.sql"),
             ("default_database_url", "agent_engine.memory.sql"),

@@ -6,6 +6,7 @@ code instead of exiting, so it can be called from Python as well as from the con
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -24,6 +25,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         # loads is reported like Ctrl-C while it runs.
         from agent_engine.cli._run import run  # noqa: PLC0415
 
-        return run(args, settings)
+        if argv is None:
+            _settle()
+        code = run(args, settings)
     except KeyboardInterrupt as error:
         return _report(error, debug=settings.debug)
+    if argv is None:
+        _settle()
+    return code
+
+
+def _settle() -> None:
+    """Exempt what exists from garbage collection, in a process that runs one command.
+
+    Called once the command's modules are loaded and again when it is done. Its modules
+    (SQLAlchemy's above all) and what it read are hundreds of thousands of objects that live
+    until the process ends; every collection, and the one at exit, walks them all. Frozen,
+    they are skipped: 0.2 s of a one-shot search at 100k items went to walking them at exit.
+    Only when ``main`` runs the process's own command line (``argv`` not given): a program that
+    calls it repeatedly keeps its collector as it was.
+    """
+    gc.freeze()

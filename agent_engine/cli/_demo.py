@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from importlib import resources
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import attrs
 import typer
@@ -31,9 +31,7 @@ from rich.text import Text
 
 from agent_engine import (
     ConfirmationDeclined,
-    ContextAssembler,
     ContextItem,
-    ContextPackage,
     ContextRequest,
     GlobalMemoryStore,
     MemoryStores,
@@ -47,6 +45,9 @@ from agent_engine.cli._confirm import make_confirm
 from agent_engine.cli._output import console, emit_json, err_console, package_json, show_package
 from agent_engine.cli._settings import settings
 from agent_engine.cli._store import Access, make_embedder, open_store
+
+if TYPE_CHECKING:  # loaded when the demo runs: other commands never load the assembler
+    from agent_engine import ContextAssembler, ContextPackage
 
 __all__ = ["PipelineExecutor", "SampleProject", "Step", "demo", "finish_task", "ingest"]
 
@@ -170,7 +171,7 @@ def ingest(
     return count + len(items)
 
 
-OnContext = Callable[[int, Step, ContextPackage], None]
+OnContext = Callable[[int, Step, "ContextPackage"], None]
 
 _LEGEND = (
     "Before each step the executor asks for a context about the step. Why an item is in: "
@@ -244,6 +245,8 @@ def demo(
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Run a pipeline executor through a sample project's task and show every context."""
+    from agent_engine import ContextAssembler  # noqa: PLC0415 - see the TYPE_CHECKING import
+
     options = settings(ctx)
     as_json = json_output or options.json
     out = console()

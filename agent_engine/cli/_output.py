@@ -12,15 +12,18 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agent_engine import ContextItem, ContextPackage, to_dict
+from agent_engine import ContextItem, to_dict
 from agent_engine.memory import SearchHit
+
+if TYPE_CHECKING:  # the assembler loads only for the commands that build a context
+    from agent_engine import ContextPackage
 
 __all__ = [
     "BAR_WIDTH",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import re
+import sys
 
 import pytest
 
 import agent_engine
+from agent_engine.cli import main
 
 
 class TestCommands:
@@ -100,6 +103,27 @@ class TestVersion:
     def test_version_is_the_package_metadata(self):
         """agent_engine.__version__ is the installed distribution's version."""
         assert agent_engine.__version__ == importlib.metadata.version("agent-engine")
+
+
+class TestOneCommandProcess:
+    """The console script runs one command per process and settles its collector for it."""
+
+    def test_console_script_freezes_what_it_loaded(self, monkeypatch, capsys):
+        """Run as the process's own command line, main exempts what exists from collection."""
+        monkeypatch.setattr(sys, "argv", ["agent-engine", "--version"])
+        gc.unfreeze()
+        try:
+            assert main() == 0
+            assert gc.get_freeze_count() > 0
+        finally:
+            gc.unfreeze()
+        assert "agent-engine" in capsys.readouterr().out
+
+    def test_a_program_calling_main_keeps_its_collector(self, capsys):
+        gc.unfreeze()
+        assert main(["--version"]) == 0
+        assert gc.get_freeze_count() == 0
+        assert "agent-engine" in capsys.readouterr().out
 
 
 class TestHelp:
