@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"ae_items", "ae_item_tags", "ae_audit_events", "ae_store_meta", "ae_scope_versions"}
 
 COUNT_VECTORS = "ix_ae_items_namespace_embedded"
-COUNT_CURRENT = "ix_ae_items_namespace_tier_current"
+COUNT_HISTORY = "ix_ae_items_namespace_tier_history"
 
 
 @pytest.fixture(params=SQL_KINDS)
@@ -124,18 +124,18 @@ class TestRevisions:
             backend.add(ContextItem.create("note", "counted", id="c0", namespace="project:a"))
         engine = create_engine(sql_url)
         try:
-            assert {COUNT_VECTORS, COUNT_CURRENT} <= _indexes(engine)
+            assert {COUNT_VECTORS, COUNT_HISTORY} <= _indexes(engine)
             downgrade(engine, "0009")
-            assert not {COUNT_VECTORS, COUNT_CURRENT} & _indexes(engine)
+            assert not {COUNT_VECTORS, COUNT_HISTORY} & _indexes(engine)
             upgrade_database(sql_url)
-            assert {COUNT_VECTORS, COUNT_CURRENT} <= _indexes(engine)
+            assert {COUNT_VECTORS, COUNT_HISTORY} <= _indexes(engine)
             if sql_url.startswith("sqlite"):
                 with engine.connect() as connection:
                     for statement in (
                         "SELECT count(*) FROM ae_items WHERE embedding IS NOT NULL",
                         (
                             "SELECT count(*) FROM ae_items WHERE namespace = 'project:a' "
-                            "AND tier = 'project' AND valid_to IS NULL"
+                            "AND tier = 'project' AND valid_to IS NOT NULL"
                         ),
                     ):
                         plan = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}")

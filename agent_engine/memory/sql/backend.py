@@ -97,7 +97,7 @@ from agent_engine.memory.sql._rows import (
     tag_rows,
 )
 from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, items
-from agent_engine.memory.sql._sidecar import IndexFiles
+from agent_engine.memory.sql._sidecar import IndexFiles, ScopeKey
 from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.retrieval.lexical import LexicalScope
@@ -264,7 +264,7 @@ class SQLAlchemyBackend(BaseBackend):
             scope_items=lambda key: self._select(
                 scope_filter(key), Order("id", descending=False), None
             ),
-            scope_count=lambda key: self._count(scope_filter(key, current=True)),
+            scope_count=self._current_count,
             in_scope=in_scope,
             identity=self._stored_identity,
             read_only=self.read_only,
@@ -637,6 +637,20 @@ class SQLAlchemyBackend(BaseBackend):
         query = select_items(where, order, limit, self._dialect)
         rows = self._read_one(lambda connection: connection.execute(query).all())
         return [row_item(row) for row in rows]
+
+    def _current_count(self, key: ScopeKey) -> int:
+        """How many current (not superseded) items a scope holds, from two small indexes.
+
+        The scope's items less its history: the first count is covered by the scope's index,
+        the second reads the partial index of superseded items (revision 0010). Counting the
+        current items directly read every row (70 ms at 100k), on every new process's first
+        build, which checks a loaded BM25 file against it.
+        """
+        scope = where_clause(scope_filter(key), self._dialect)
+        total = sa.select(sa.func.count()).select_from(items).where(scope)
+        history = total.where(items.c.valid_to.is_not(None))
+        query = sa.select(total.scalar_subquery() - history.scalar_subquery())
+        return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
     def _count(self, where: Filter) -> int:
         query = (
