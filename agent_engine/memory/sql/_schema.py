@@ -29,6 +29,8 @@ deletes an item (a delete, a clear, an erase) removes its conflicts in the same 
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from agent_engine.memory.sql._rows import item_columns, text_type
@@ -79,24 +81,22 @@ sa.Index(
 )
 sa.Index("ix_ae_items_expires_at", items.c.expires_at)
 sa.Index("ix_ae_items_fingerprint", items.c.fingerprint)
+
+
+def _partial_index(name: str, where: sa.ColumnElement[bool], *columns: sa.Column[Any]) -> None:
+    """An index of the rows ``where`` holds, on both dialects."""
+    sa.Index(name, *columns, sqlite_where=where, postgresql_where=where)
+
+
 # The lifecycle's reads: a scope's slot, an item's history, and a scope's working set by time
 # (the archive's rows are skipped by the index, not row by row). Most items have no key and
 # were never superseded: partial indexes hold only the rest, which also keeps SQLite's
 # planner from judging a lookup unselective by the statistics of all those nulls.
-_keyed = items.c.key.is_not(None)
-_superseded = items.c.superseded_by.is_not(None)
-sa.Index(
-    "ix_ae_items_namespace_key",
-    items.c.namespace,
-    items.c.key,
-    sqlite_where=_keyed,
-    postgresql_where=_keyed,
+_partial_index(
+    "ix_ae_items_namespace_key", items.c.key.is_not(None), items.c.namespace, items.c.key
 )
-sa.Index(
-    "ix_ae_items_superseded_by",
-    items.c.superseded_by,
-    sqlite_where=_superseded,
-    postgresql_where=_superseded,
+_partial_index(
+    "ix_ae_items_superseded_by", items.c.superseded_by.is_not(None), items.c.superseded_by
 )
 sa.Index(
     "ix_ae_items_namespace_archived_at_timestamp",
@@ -111,20 +111,12 @@ sa.Index(
 # instead of every row (60-80 ms each at 100k items, on every new process's first build;
 # under 10 ms with these). Not an index of the current items: SQLite's planner took one for
 # the reads of every build and made them three times slower.
-_embedded = items.c.embedding.is_not(None)
-_history = items.c.valid_to.is_not(None)
-sa.Index(
-    "ix_ae_items_namespace_embedded",
-    items.c.namespace,
-    sqlite_where=_embedded,
-    postgresql_where=_embedded,
-)
-sa.Index(
+_partial_index("ix_ae_items_namespace_embedded", items.c.embedding.is_not(None), items.c.namespace)
+_partial_index(
     "ix_ae_items_namespace_tier_history",
+    items.c.valid_to.is_not(None),
     items.c.namespace,
     items.c.tier,
-    sqlite_where=_history,
-    postgresql_where=_history,
 )
 
 item_tags = sa.Table(
