@@ -35,6 +35,7 @@ from agent_engine.bench._cells import Which, configuration_of, in_fresh_processe
 from agent_engine.bench.synthetic import _WORDS, generate
 from agent_engine.embeddings import Embedder, HashingEmbedder, Matrix
 from agent_engine.memory import registry
+from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Vector
 from agent_engine.tiers.stores import MemoryStores
@@ -119,11 +120,33 @@ def _builds_after_writes(
     return timings
 
 
-def run_cell(which: Which, size: int, queries: int, budget: int) -> dict[str, Any]:
+def _load(backend: MemoryBackend, task_backend: MemoryBackend, size: int, *, bulk: bool) -> float:
+    """Write ``size`` synthetic items to the project; return the seconds it took.
+
+    Through the project store, as a user would write (token costs are filled on the way),
+    with the store's write-time checks unless ``bulk``.
+    """
+    checks: dict[str, Any] = {"conflict_detection": None, "merge": None} if bulk else {}
+    stores = MemoryStores(backend, task_backend=task_backend, max_project_items=None, **checks)
+    store = ContextAssembler(stores).project_store(PROJECT)
+    items = list(generate(size, namespace=f"project:{PROJECT}"))
+    started = time.perf_counter()
+    for offset in range(0, size, CHUNK):
+        store.add_many(items[offset : offset + CHUNK])
+    return time.perf_counter() - started
+
+
+def run_cell(
+    which: Which, size: int, queries: int, budget: int, bulk: bool = False
+) -> dict[str, Any]:
     """Measure one backend configuration at one size (meant to run in its own process).
 
     ``which`` is a configuration or its registered name; :func:`run_cost` hands the worker
     the configuration itself, so one registered only in the parent process is measured too.
+    ``bulk`` loads the store as an import would, without the write-time checks (near-duplicate
+    merge, conflict detection): each is a search per item, which at 1M items makes loading
+    take hours; the builds measured afterwards are the same either way, except that no
+    conflict is recorded for them to mark.
     """
     configuration = configuration_of(which)
     embedder = _PrimedEmbedder(HashingEmbedder(dim=384))
@@ -139,13 +162,7 @@ def run_cell(which: Which, size: int, queries: int, budget: int) -> dict[str, An
             MemoryStores(backend, task_backend=task_backend, max_project_items=None),
             config=AssemblerConfig(track_access=False, limits=GatherLimits(widening_rounds=0)),
         )
-        items = list(generate(size, namespace=f"project:{PROJECT}"))
-        # Through the project store, as a user would write: token costs are filled on the way.
-        store = assembler.project_store(PROJECT)
-        started = time.perf_counter()
-        for offset in range(0, size, CHUNK):
-            store.add_many(items[offset : offset + CHUNK])
-        ingest = time.perf_counter() - started
+        ingest = _load(backend, task_backend, size, bulk=bulk)
         task = Task(id="t", project_id=PROJECT, description="fix the flaky deploy pipeline")
         steps = assembler.task_store(task)
         for n in range(20):
@@ -190,6 +207,7 @@ def run_cell(which: Which, size: int, queries: int, budget: int) -> dict[str, An
     return {
         "backend": configuration.name,
         "size": size,
+        "bulk": bulk,
         "ingest_items_per_s": size / ingest,
         "peak_rss_mb": peak_kib / 1024,
         "first_build_ms": first_build * ms,
@@ -214,11 +232,13 @@ def run_cost(
     *,
     queries: int = 50,
     budget: int = 2048,
+    bulk: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every (backend, size) cell, each in a fresh process.
 
     ``backends`` are configuration names of the backend registry; an unknown one raises
-    :class:`~agent_engine.errors.UnknownBackendError` before anything runs.
+    :class:`~agent_engine.errors.UnknownBackendError` before anything runs. ``bulk``: see
+    :func:`run_cell`.
     """
-    return in_fresh_processes(run_cell, backends, sizes, queries, budget, progress=progress)
+    return in_fresh_processes(run_cell, backends, sizes, queries, budget, bulk, progress=progress)

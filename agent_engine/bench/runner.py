@@ -52,6 +52,8 @@ class SuiteOptions:
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
     backends: tuple[str, ...] = attrs.field(factory=cost_suite.default_backend_names)
     queries: int = 50
+    bulk: bool = False
+    """cost: load the stores without the write-time checks (:func:`~.cost.run_cell`)."""
     currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
     aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
     conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
@@ -106,7 +108,11 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
             else None
         )
         results["cost"] = cost_suite.run_cost(
-            options.sizes, options.backends, queries=options.queries, progress=advance
+            options.sizes,
+            options.backends,
+            queries=options.queries,
+            bulk=options.bulk,
+            progress=advance,
         )
     if "currentness" in options.parts:
         embedder = _embedder(options.embedder or "hashing")
@@ -208,6 +214,11 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         "--backends",
         default=",".join(cost_suite.default_backend_names()),
         help=f"comma-separated, of: {', '.join(cost_suite.backend_names())}",
+    )
+    parser.add_argument(
+        "--bulk",
+        action="store_true",
+        help="cost: load the stores without the near-duplicate and conflict checks",
     )
     parser.add_argument(
         "--slots",
@@ -318,6 +329,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
+        bulk=args.bulk,
         currentness=CurrentnessConfig(slots=args.slots, modes=tuple(args.modes.split(","))),
         aging=AgingBenchConfig(
             sizes=parse_ints(args.aging_sizes), backends=tuple(args.aging_backends.split(","))

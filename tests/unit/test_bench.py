@@ -10,12 +10,13 @@ import pytest
 
 from agent_engine import ValidationError
 from agent_engine.bench import locomo
-from agent_engine.bench.cost import _PrimedEmbedder, backend_names, run_cell
+from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
 from agent_engine.bench.quality import QualityConfig, run_quality, split_of
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints
 from agent_engine.bench.synthetic import MAX_PINNED, generate
 from agent_engine.embeddings import HashingEmbedder
+from agent_engine.memory.inmemory import InMemoryBackend
 
 SAMPLE = {
     "sample_id": "conv-x",
@@ -203,6 +204,24 @@ class TestCostCell:
         assert cell["build_over_raw_p95"] == pytest.approx(
             cell["build_p95_ms"] / cell["raw_search_p95_ms"]
         )
+
+    def test_a_bulk_load_makes_no_write_time_searches(self):
+        """``--bulk`` loads as an import does: no near-duplicate or conflict search per item."""
+        searched: list[int] = []
+
+        class Counting(InMemoryBackend):
+            def search_many(self, queries, *args, **kwargs):
+                searched.append(len(queries))
+                return super().search_many(queries, *args, **kwargs)
+
+        embedder = HashingEmbedder(dim=64)
+        checked, bulk = Counting(embedder=embedder), Counting(embedder=embedder)
+        _load(checked, InMemoryBackend(embedder=embedder), 300, bulk=False)
+        assert searched
+        searched.clear()
+        _load(bulk, InMemoryBackend(embedder=embedder), 300, bulk=True)
+        assert searched == []
+        assert bulk.count() == checked.count() == 300
 
     def test_a_timed_query_is_not_embedded_again_by_its_build(self):
         """The target excludes the query embedding: the build reuses the vector timed apart."""
