@@ -39,6 +39,7 @@ import hashlib
 import json
 import mmap
 import os
+import struct
 import tempfile
 import zipfile
 import zlib
@@ -58,6 +59,8 @@ _GATHER_CHUNK = 1024
 _RUN_ROWS = 256
 """A scope whose contiguous runs average this many rows or more is scored run by run."""
 _MASK64 = (1 << 64) - 1
+_LOCAL_HEADER = 30
+"""Bytes of a ZIP member's local header before its name and extra field."""
 _INSTALL_HINT = (
     "the FAISS backend needs the faiss-cpu package: pip install 'agent-engine[faiss]' "
     "(or pip install faiss-cpu)"
@@ -531,8 +534,15 @@ def _mapped_member(handle: BinaryIO, name: str) -> npt.NDArray[Any] | None:
     info = archive.getinfo(name)
     if info.compress_type != zipfile.ZIP_STORED:
         return None
+    # Where the member's bytes start: after its local header (ZIP's APPNOTE 4.3.7: 30 bytes,
+    # then the name and the extra field, whose lengths are its last four bytes).
+    handle.seek(info.header_offset)
+    local = handle.read(_LOCAL_HEADER)
+    if len(local) != _LOCAL_HEADER or local[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for file {name!r}")
+    name_length, extra_length = struct.unpack("<HH", local[26:30])
+    start = info.header_offset + _LOCAL_HEADER + name_length + extra_length
     with archive.open(info) as member:
-        start = member._fileobj.tell()  # type: ignore[attr-defined]  # noqa: SLF001 - the data's offset
         version = np.lib.format.read_magic(member)
         if version != (1, 0):
             return None
