@@ -526,7 +526,8 @@ def _mapped_member(handle: BinaryIO, name: str) -> npt.NDArray[Any] | None:
     (a damaged file is rejected, not searched). ``None`` where the member cannot be mapped
     (compressed, or not a plain C-ordered array, or no ``mmap`` here): the caller reads it.
     The file is never written in place (:func:`save_npz` renames a new one over it), so the
-    mapping stays valid for as long as the rows live.
+    mapping stays valid for as long as the rows live; another program truncating the file in
+    place would make a later read of a lost page fail with ``SIGBUS``.
     """
     if os.name != "posix":  # a mapped file cannot be renamed over on Windows
         return None
