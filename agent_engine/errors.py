@@ -62,7 +62,28 @@ __all__ = [
 
 
 class AgentEngineError(Exception):
-    """Root of every error agent_engine raises on purpose."""
+    """Root of every error agent_engine raises on purpose.
+
+    Every one survives pickling with its message and attributes: an error raised in a worker
+    process (a benchmark cell, a process pool, a task queue) reaches its caller as itself.
+    Pickle rebuilds an exception by calling its class with ``args`` alone, which the errors
+    with keyword-only details (``timeout``, ``field``, ...) refuse; the default would fail
+    while unpickling, in the receiving process, where a pool's result thread dies of it and
+    the caller waits forever.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(
+    cls: type[AgentEngineError], args: tuple[Any, ...], state: dict[str, Any]
+) -> AgentEngineError:
+    """An error of ``cls`` with ``args`` and attributes ``state``, not calling ``__init__``."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ValidationError(AgentEngineError, ValueError):
