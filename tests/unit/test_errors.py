@@ -25,8 +25,12 @@ def _example(cls: type[errors.AgentEngineError]) -> errors.AgentEngineError:
     return cls(*positional, **keywords)
 
 
-def _raise_timeout() -> None:
-    raise errors.QueryTimeoutError("ran past the limit", timeout=30.0, backend="SQLAlchemyBackend")
+# Run by the worker through the builtin exec: a function of this module could not be
+# imported there, where the tests are not a package on the path.
+_RAISE_TIMEOUT = (
+    "from agent_engine.errors import QueryTimeoutError\n"
+    "raise QueryTimeoutError('ran past the limit', timeout=30.0, backend='SQLAlchemyBackend')"
+)
 
 
 class TestPickling:
@@ -42,7 +46,7 @@ class TestPickling:
     def test_an_error_raised_in_a_worker_process_reaches_the_caller(self):
         """A pool hands the worker's error back; before, unpickling it killed the pool."""
         with multiprocessing.get_context("spawn").Pool(1) as pool:
-            result = pool.apply_async(_raise_timeout)
+            result = pool.apply_async(exec, (_RAISE_TIMEOUT,))
             with pytest.raises(errors.QueryTimeoutError, match="ran past") as raised:
                 result.get(timeout=60)
         assert raised.value.timeout == 30.0
