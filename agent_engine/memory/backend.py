@@ -1192,8 +1192,8 @@ def _split_scope(where: Filter) -> tuple[_ScopeKey, Filter]:
     return (namespace, tier), Filter(tuple(rest))
 
 
-def scope_filter(key: _ScopeKey, *, current: bool = False) -> Filter:
-    """The filter of a namespace/tier scope (``current``: its items not superseded).
+def scope_filter(key: _ScopeKey) -> Filter:
+    """The filter of a namespace/tier scope.
 
     For backends that keep a lexical index per scope, as :class:`BaseBackend` does.
     """
@@ -1203,8 +1203,6 @@ def scope_filter(key: _ScopeKey, *, current: bool = False) -> Filter:
         document["namespace"] = namespace
     if tier is not None:
         document["tier"] = tier.value
-    if current:
-        document["valid_to"] = None
     return parse_filter(document)
 
 
