@@ -199,7 +199,9 @@ class _Gathering:
         limits = self.limits
         try:
             self.lexical = self.index.hits(query) if query and self.index is not None else None
-            best = self.lexical.best(limits.per_source) if self.lexical is not None else []
+            # One more than the source's share: whether more matched than it takes.
+            ranked = self.lexical.best(limits.per_source + 1) if self.lexical is not None else []
+            best = ranked[: limits.per_source]
             near = self._neighbours_of(best)
             early: dict[str, ContextItem] = {}
             if dense is not None and not dense.done():
@@ -217,7 +219,7 @@ class _Gathering:
         seeds = [i for i in list(found)[: limits.neighbour_seeds] if i not in seeded]
         self.ids.update(dict.fromkeys(self._neighbours_of(seeds, seeded=False)))
         self.saturated = (
-            (self.lexical is not None and len(self.lexical) > limits.per_source)
+            len(ranked) > limits.per_source
             or (dense is not None and len(hits) == limits.per_source)
             or cut
         )

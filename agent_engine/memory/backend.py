@@ -710,7 +710,7 @@ class BaseBackend(abc.ABC):
         hits: list[SearchHit] = []
         window = 4 * k
         start = 0
-        while start < len(matches) and len(hits) < k:
+        while len(hits) < k:
             chunk = matches.best(start + window)[start:]
             if not chunk:
                 break

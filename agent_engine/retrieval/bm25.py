@@ -20,7 +20,6 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, MutableMapping
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
 from typing import Any
 
 import attrs
@@ -29,6 +28,7 @@ import numpy.typing as npt
 
 from agent_engine.models import ContextItem
 from agent_engine.retrieval._lazymap import LazyMap
+from agent_engine.retrieval._ranking import LexicalHits, Scorer, TermWeights
 from agent_engine.retrieval.text import analyze
 
 __all__ = ["LexicalHits", "LexicalIndex", "Snapshot"]
@@ -80,7 +80,7 @@ class LexicalIndex:
         # Each term's rows and weights: as arrays, plus the rows appended since they were made.
         self._postings: dict[str, tuple[list[int], list[float]]] = {}
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
-        self._weights: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._weights: dict[str, TermWeights] = {}
         self._dirty: dict[str, None] = {}
         # Each row's session (a code, -1 for none) and place in it, for array-wide pairing;
         # sessions whose places may have shifted since the last refresh.
@@ -88,7 +88,7 @@ class LexicalIndex:
         self._session_of_row = np.zeros(0, dtype=np.int64)
         self._place_of_row = np.zeros(0, dtype=np.int64)
         self._shifted: set[str] = set()
-        self._scratch = np.zeros(0, dtype=np.float64)  # see hits()
+        self._scorer = Scorer()
         self._restored: _Restored | None = None  # see restore()
 
     def __len__(self) -> int:
@@ -408,7 +408,7 @@ class LexicalIndex:
 
     def _term_weights(
         self, term: str, total: int, norm: npt.NDArray[np.float64] | None
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+    ) -> TermWeights | None:
         """Each live posting's BM25 contribution for ``term`` (cached until the next write)."""
         cached = self._weights.get(term)
         if cached is not None:
@@ -422,7 +422,8 @@ class LexicalIndex:
         if not len(rows):
             return None
         idf = math.log(1.0 + (total - len(rows) + 0.5) / (len(rows) + 0.5))
-        weights = (rows, idf * tf * (self.k1 + 1.0) / (tf + norm[rows]))
+        values = idf * tf * (self.k1 + 1.0) / (tf + norm[rows])
+        weights = TermWeights.of(rows, values, len(self._ids))
         self._weights[term] = weights
         return weights
 
@@ -462,17 +463,11 @@ class LexicalIndex:
     def hits(self, query: str) -> LexicalHits:
         """BM25 scores of ``query`` against every item (each query term counts once).
 
-        Scores add up in one array over every row, kept by the index and zeroed again where
-        this query touched it: a fresh array per query cost a page fault per 4 KiB in a
-        process whose allocator had returned the last one, which made the same query up to
-        twice as slow from one process to the next. The hits keep only the rows that scored.
+        Ranked as far as the caller asks (:class:`LexicalHits`); the terms' weights are
+        taken here, so later writes do not change what these hits answer.
         """
         with self._lock:
             self._refresh()
-            rows = len(self._ids)
-            if len(self._scratch) < rows:
-                self._scratch = np.zeros(max(rows, 2 * len(self._scratch)), dtype=np.float64)
-            total = self._scratch[:rows]
             terms = [
                 term
                 for term in dict.fromkeys(analyze(query))
@@ -481,18 +476,12 @@ class LexicalIndex:
             norm = None
             if terms and any(term not in self._weights for term in terms):
                 norm = self._norm()
-            try:
-                for term in terms:
-                    weights = self._term_weights(term, len(self._row_of), norm)
-                    if weights is not None:
-                        total[weights[0]] += weights[1]
-            except BaseException:
-                self._scratch = np.zeros(0, dtype=np.float64)  # never reuse a half-summed one
-                raise
-            hit = np.flatnonzero(total)
-            scores = total[hit]
-            total[hit] = 0.0
-            return LexicalHits(hit, scores, rows, self._ids, self._row_of)
+            weights = [
+                found
+                for term in terms
+                if (found := self._term_weights(term, len(self._row_of), norm)) is not None
+            ]
+            return LexicalHits(self._scorer, weights, len(self._ids), self._ids, self._row_of)
 
     def scores(self, query: str) -> dict[str, float]:
         """BM25 score of every item sharing a term with ``query``."""
@@ -685,71 +674,3 @@ class _Restored:
 def _adjacent(members: list[str], at: int) -> list[str]:
     """The members just before and after position ``at``."""
     return [members[i] for i in (at - 1, at + 1) if 0 <= i < len(members)]
-
-
-class LexicalHits:
-    """One query's BM25 scores: the rows that scored, sorted, and their scores.
-
-    A build needs the best few hundred ids and the scores of its candidate pool; a dict of
-    every matching item (thousands in a large store) would cost more than the scoring did.
-    """
-
-    def __init__(
-        self,
-        rows: npt.NDArray[np.int64],
-        scores: npt.NDArray[np.float64],
-        size: int,
-        ids: list[str],
-        row_of: dict[str, int],
-    ) -> None:
-        self._hit = rows
-        self._scores = scores
-        self._size = size  # rows the index had when the query ran
-        self._ids = ids
-        self._row_of = row_of
-
-    def __len__(self) -> int:
-        return len(self._hit)
-
-    def get(self, item_id: str, default: float = 0.0) -> float:
-        """The item's score (``default`` for an item the index does not hold)."""
-        row = self._row_of.get(item_id)
-        # A write after the query may have moved the item to a row this query never scored.
-        if row is None or row >= self._size:
-            return default
-        at = int(np.searchsorted(self._hit, row))
-        return float(self._scores[at]) if at < len(self._hit) and self._hit[at] == row else 0.0
-
-    def of(self, item_ids: Iterable[str]) -> dict[str, float]:
-        """:meth:`get` of many items in one array read (a build asks for its whole pool)."""
-        ids = list(item_ids)
-        size = self._size
-        rows = np.fromiter(map(self._row_of.get, ids, repeat(size)), dtype=np.int64, count=len(ids))
-        at = np.searchsorted(self._hit, rows)
-        inside = at < len(self._hit)
-        scored = np.zeros(len(ids), dtype=bool)
-        scored[inside] = self._hit[at[inside]] == rows[inside]
-        scores = np.zeros(len(ids), dtype=np.float64)
-        scores[scored] = self._scores[at[scored]]
-        return dict(zip(ids, scores.tolist(), strict=True))
-
-    def best(self, k: int) -> list[str]:
-        """The ``k`` best-scoring matching ids, best first, ties by id."""
-        rows, scores = self._hit, self._scores
-        if len(rows) > k > 0:
-            # Everything scoring at least the k-th best, ties at the boundary included, so the
-            # id tie-break below sees every candidate for the last places.
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            keep = scores >= kth
-            rows, scores = rows[keep], scores[keep]
-        ids = self._ids
-        ranked = sorted(
-            zip((-scores).tolist(), rows.tolist(), strict=True),
-            key=lambda pair: (pair[0], ids[pair[1]]),
-        )
-        return [ids[row] for _, row in ranked[:k]]
-
-    def as_dict(self) -> dict[str, float]:
-        """Every matching id with its score."""
-        ids, rows, scores = self._ids, self._hit.tolist(), self._scores.tolist()
-        return {ids[row]: score for row, score in zip(rows, scores, strict=True)}
