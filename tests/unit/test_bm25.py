@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+import random
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_engine import ContextItem
 from agent_engine.retrieval import LexicalIndex
+from agent_engine.retrieval._ranking import TermWeights
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 K1, B = 1.2, 0.75
@@ -338,6 +341,81 @@ class TestHits:
         assert not hits
         assert hits.best(5) == []
         assert index.search("zebra", 5) == []
+
+
+class TestRankingDepth:
+    """A query ranks only as deep as asked; the answers are those of a full ranking.
+
+    Past a few thousand items the best ``k`` come from the rows at or above the ``k``-th
+    best score of a sample, and common words add as one array over every row: both must
+    give exactly what summing every posting and sorting every match gives, ties included.
+    """
+
+    VOCABULARY = ("deploy", "retry", "cache", "flaky", "queue", "schema", "token", "lint")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def index(cls):
+        rng = random.Random(3)
+        index = LexicalIndex()
+        words = cls.VOCABULARY
+        texts = [
+            " ".join(rng.choices(words, weights=range(8, 0, -1), k=rng.randint(1, 9)))
+            for _ in range(400)
+        ]
+        # Texts repeat, so many items tie and the id tie-break decides the last places.
+        index.upsert(
+            item(f"i{n:05d}", rng.choice(texts), session=f"s{n // 20}", minute=n % 20)
+            for n in range(4000)
+        )
+        return index
+
+    @staticmethod
+    def full_ranking(hits):
+        return [i for i, _ in sorted(hits.as_dict().items(), key=lambda p: (-p[1], p[0]))]
+
+    @settings(max_examples=40, deadline=None)
+    @given(
+        words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4),
+        depths=st.lists(st.integers(1, 300), min_size=1, max_size=3),
+    )
+    def test_best_at_any_depth_is_the_full_rankings_prefix(self, index, words, depths):
+        query = " ".join(words)
+        hits = index.hits(query)
+        for k in depths:  # deeper and shallower again: each answer as if asked first
+            assert hits.best(k) == self.full_ranking(index.hits(query))[:k]
+        assert len(hits) == len(index.hits(query).as_dict())
+
+    def test_a_store_of_equal_items_ranks_by_id(self):
+        """Every item ties: the sampled floor is the best score itself, and must keep them all."""
+        index = LexicalIndex(neighbour_weight=0.0)
+        index.upsert(item(f"e{n:04d}", "deploy retry") for n in range(3000, 0, -1))
+        hits = index.hits("deploy")
+        assert hits.best(10) == [f"e{n:04d}" for n in range(1, 11)]
+
+    def test_scores_of_a_pool_are_those_the_ranking_used(self, index):
+        hits = index.hits("flaky queue token")
+        best = hits.best(50)
+        full = index.hits("flaky queue token").as_dict()
+        pool = [*best, "i00000", "i03999", "not an id"]
+        assert hits.of(pool) == {i: full.get(i, 0.0) for i in pool}
+        assert [hits.get(i) for i in best] == [full[i] for i in best]
+
+    def test_common_and_rare_words_keep_their_weights_alike(self, index):
+        """A word held by most rows keeps its weights over every row, a rare one its posting."""
+        everywhere = index.hits("deploy")  # the first, most frequent word
+        weights = everywhere._weights[0]  # which form was chosen
+        assert weights.dense is not None
+        rows = np.arange(len(weights.dense))
+        sparse = TermWeights(weights.rows, weights.values, None)
+        assert np.array_equal(sparse.at(rows), weights.at(rows))
+        assert np.array_equal(weights.dense[weights.rows], weights.values)
+
+    def test_a_match_count_is_taken_only_when_asked(self, index):
+        hits = index.hits("lint")
+        hits.best(10)
+        assert hits._count is None  # a build never pays for the count
+        assert len(hits) == sum(1 for score in hits.as_dict().values() if score > 0)
 
 
 WORDS = ["apple", "banana", "cherry", "durian", "elder", "fig", "grape"]
