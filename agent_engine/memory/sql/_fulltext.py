@@ -229,29 +229,8 @@ class FullTextScope:
     def ranked(self, terms: _Terms, *, limit: int | None, ids: list[str] | None = None) -> _Ranked:
         """The matches of ``terms`` best first (ties by id): the first ``limit``, or ``ids``'."""
         where, params = self.condition("i")
-        kept = 'WHERE scored.id IN (SELECT unnest(CAST(:ids AS text[])) COLLATE "C") '
-        statement = sa.text(
-            _matches_sql(where)
-            + ", frequencies AS (SELECT lent.term, count(*) AS df FROM lent GROUP BY lent.term), "
-            "stats AS ("
-            f" SELECT count(*) AS size, greatest(avg({_LENGTH} "
-            f"  * CASE WHEN i.session <> '' THEN {1 + 2 * LENT} ELSE 1 END), 1) AS mean "
-            f" FROM ae_items AS i WHERE {where}), "
-            "scored AS ("
-            " SELECT lent.id, sum("
-            "  ln(1 + (stats.size - frequencies.df + 0.5::float8) "
-            "   / (frequencies.df + 0.5::float8)) "
-            "  * lent.tf * (:k1 + 1) "
-            "  / (lent.tf + :k1 * (1 - :b + :b * lengths.length / stats.mean)) "
-            "  ORDER BY lent.term) AS score "
-            " FROM lent JOIN frequencies ON frequencies.term = lent.term "
-            " JOIN lengths ON lengths.id = lent.id CROSS JOIN stats "
-            " GROUP BY lent.id) "
-            "SELECT scored.id, scored.score, count(*) OVER () AS matched FROM scored "
-            + (kept if ids is not None else "")
-            + "ORDER BY scored.score DESC, scored.id"
-            + (" LIMIT :limit" if limit is not None else "")
-        )
+        among, limited = ids is not None, limit is not None
+        statement = sa.text(ranking_sql(where, among_ids=among, limited=limited))
         bound = {**params, **terms.params(), "k1": K1, "b": B, "limit": limit, "ids": ids}
         rows = self.read(lambda connection: _planned(connection).execute(statement, bound).all())
         return _Ranked(
@@ -376,6 +355,38 @@ def _planned(connection: sa.Connection) -> sa.Connection:
     return connection
 
 
+def ranking_sql(where: str, *, among_ids: bool, limited: bool) -> str:
+    """The statement of :meth:`FullTextScope.ranked`: matches scored, best first.
+
+    ``where``: the scope's condition on ``ae_items`` rows named ``i``; ``among_ids``: keep
+    only the ids of parameter ``ids``; ``limited``: return the first ``limit``. Parameters
+    besides: the scope's, :meth:`_Terms.params`, ``k1`` and ``b``.
+    """
+    kept = 'WHERE scored.id IN (SELECT unnest(CAST(:ids AS text[])) COLLATE "C") '
+    return (
+        _matches_sql(where)
+        + ", frequencies AS (SELECT lent.term, count(*) AS df FROM lent GROUP BY lent.term), "
+        "stats AS ("
+        f" SELECT count(*) AS size, greatest(avg({_LENGTH} "
+        f"  * CASE WHEN i.session <> '' THEN {1 + 2 * LENT} ELSE 1 END), 1) AS mean "
+        f" FROM ae_items AS i WHERE {where}), "
+        "scored AS ("
+        " SELECT lent.id, sum("
+        "  ln(1 + (stats.size - frequencies.df + 0.5::float8) "
+        "   / (frequencies.df + 0.5::float8)) "
+        "  * lent.tf * (:k1 + 1) "
+        "  / (lent.tf + :k1 * (1 - :b + :b * lengths.length / stats.mean)) "
+        "  ORDER BY lent.term) AS score "
+        " FROM lent JOIN frequencies ON frequencies.term = lent.term "
+        " JOIN lengths ON lengths.id = lent.id CROSS JOIN stats "
+        " GROUP BY lent.id) "
+        "SELECT scored.id, scored.score, count(*) OVER () AS matched FROM scored "
+        + (kept if among_ids else "")
+        + "ORDER BY scored.score DESC, scored.id"
+        + (" LIMIT :limit" if limited else "")
+    )
+
+
 def _matches_sql(where: str) -> str:
     """The common table expressions of a query's matches, with the lent term counts.
 
@@ -408,8 +419,10 @@ def _matches_sql(where: str) -> str:
         "  LEFT JOIN ordered ON ordered.id = seeds.id "
         "  UNION "
         "  SELECT ordered.id, ordered.previous, ordered.next FROM ordered "
-        "  WHERE ordered.previous IN (SELECT seeds.id FROM seeds) "
-        "   OR ordered.next IN (SELECT seeds.id FROM seeds)), "
+        "  JOIN seeds ON seeds.id = ordered.previous "
+        "  UNION "
+        "  SELECT ordered.id, ordered.previous, ordered.next FROM ordered "
+        "  JOIN seeds ON seeds.id = ordered.next), "
         "lent AS ("
         "  SELECT matches.id, own.term, sum(own.tf * source.weight) AS tf FROM matches "
         "  CROSS JOIN LATERAL (VALUES (matches.id, 1.0::float8), "
