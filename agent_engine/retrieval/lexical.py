@@ -34,7 +34,11 @@ class LexicalMatches(Protocol):
     """
 
     def __len__(self) -> int:
-        """How many items matched."""
+        """How many items matched.
+
+        It may cost a pass over the matches: a build never asks, it asks :meth:`best` for one
+        more than it takes to learn whether more matched.
+        """
         ...
 
     def best(self, k: int) -> list[str]:
