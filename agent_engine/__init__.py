@@ -64,6 +64,7 @@ from agent_engine.models import (
     Tier,
     TierShares,
 )
+from agent_engine.redaction import RedactionMode, RedactionPolicy
 from agent_engine.serde import from_dict, to_dict
 from agent_engine.tiers.aging import AgingPolicy, CompactionReport
 from agent_engine.tiers.audit import AuditLog
@@ -234,6 +235,8 @@ __all__ = [
     "PromotionResult",
     "Provenance",
     "QueryTimeoutError",
+    "RedactionMode",
+    "RedactionPolicy",
     "ReembedRequiredError",
     "RenderFormat",
     "SQLAlchemyBackend",

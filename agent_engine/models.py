@@ -720,6 +720,10 @@ class AuditAction(enum.StrEnum):
     """Compaction ran; ``detail`` says what moved and why."""
     CONFIRM = "confirm"
     """Quarantined candidates were confirmed (or penalised: ``detail["penalised"]``)."""
+    REDACT = "redact"
+    """Secrets or personal data were taken out of the items named before they were written;
+    ``detail["items"]`` says of each what kinds were found, how many, and what was done with
+    them (never what they were)."""
 
 
 def _action(value: object) -> AuditAction:

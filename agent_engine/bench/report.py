@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_engine.bench import aging, dedup, processes
+from agent_engine.bench import aging, dedup, processes, redaction
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -276,6 +276,13 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "## Near-duplicate check: add cost with and without it",
             "",
             *dedup.table(results["dedup"]),
+        ]
+    if "redaction" in results:
+        lines += [
+            "## Redaction: secrets found, ordinary text left alone",
+            "",
+            *redaction.table(results["redaction"]),
+            "",
         ]
     if "processes" in results:
         lines += [

@@ -20,13 +20,23 @@ from agent_engine.bench.dedup import EMBEDDERS, DedupBenchConfig, run_dedup
 from agent_engine.bench.processes import STORES, ProcessesConfig, run_processes
 from agent_engine.bench.processes import check as processes_check
 from agent_engine.bench.quality import QualityConfig, run_quality
+from agent_engine.bench.redaction import RedactionBenchConfig, run_redaction
 from agent_engine.bench.report import write_report
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersTokenCounter
 
 __all__ = ["DEFAULT_PARTS", "PARTS", "SuiteOptions", "main", "parse_options", "run_suite"]
 
-PARTS = ("quality", "cost", "currentness", "aging", "conflicts", "dedup", "processes")
+PARTS = (
+    "quality",
+    "cost",
+    "currentness",
+    "aging",
+    "conflicts",
+    "dedup",
+    "redaction",
+    "processes",
+)
 """The parts of the suite, in the order they run."""
 DEFAULT_PARTS = PARTS[:-1]
 """What runs when no part is named: ``processes`` starts a database server, so only on request."""
@@ -58,6 +68,7 @@ class SuiteOptions:
     aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
     conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
     dedup: DedupBenchConfig = attrs.field(factory=DedupBenchConfig)
+    redaction: RedactionBenchConfig = attrs.field(factory=RedactionBenchConfig)
     processes: ProcessesConfig = attrs.field(factory=ProcessesConfig)
 
 
@@ -139,6 +150,9 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         cells = len(options.dedup.sizes) * len(options.dedup.backends)
         advance = progress("dedup (cells)", cells) if progress else None
         results["dedup"] = run_dedup(options.dedup, progress=advance)
+    if "redaction" in options.parts:
+        turns = [item for conversation in locomo.load(options.data) for item in conversation.items]
+        results["redaction"] = run_redaction(options.redaction, turns)
     if "processes" in options.parts:
         advance = (
             progress("processes (rounds)", len(options.processes.processes)) if progress else None
@@ -302,6 +316,12 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=None,
         help="processes: steps per process in a round (instead of --duration)",
     )
+    parser.add_argument(
+        "--secrets-per-kind",
+        type=int,
+        default=RedactionBenchConfig().per_kind,
+        help="redaction: fake secrets planted per kind",
+    )
     args = parser.parse_args(argv)
     named = {
         *args.backends.split(","),
@@ -341,6 +361,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             adds=args.dedup_adds,
             embedder=args.dedup_embedder,
         ),
+        redaction=RedactionBenchConfig(per_kind=args.secrets_per_kind),
         processes=ProcessesConfig(
             store=args.store,
             url=args.url,

@@ -51,6 +51,7 @@ from agent_engine.models import (
     utcnow,
     with_archive_mark,
 )
+from agent_engine.redaction import DEFAULT_REDACTION, Redacted, RedactionPolicy
 from agent_engine.tiers import conflicts as _conflicts
 from agent_engine.tiers._lifecycle import (
     ancestry,
@@ -100,6 +101,8 @@ class TierStore:
     writes (:class:`~agent_engine.tiers.conflicts.ConflictDetection`; ``None`` turns it off).
     ``merge`` says when an added item is a near-duplicate of one held, merged into it instead
     of stored (:class:`~agent_engine.tiers.dedup.MergePolicy`; ``None`` turns merging off).
+    ``redaction`` is applied to every item before anything of it is written or embedded
+    (:class:`~agent_engine.redaction.RedactionPolicy`; ``None`` stores items as given).
     """
 
     tier: ClassVar[Tier]
@@ -114,10 +117,12 @@ class TierStore:
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
+        redaction: RedactionPolicy | None = DEFAULT_REDACTION,
     ) -> None:
         _validate.identifier("namespace", namespace)
         self.aging = _validate.optional("aging", AgingPolicy, aging) or AgingPolicy()
         self.merge = _validate.optional("merge", MergePolicy, merge)
+        self.redaction = _validate.optional("redaction", RedactionPolicy, redaction)
         self.backend = backend
         self.namespace = namespace
         self.id_prefix = id_prefix(namespace)
@@ -397,12 +402,17 @@ class TierStore:
         self._check_scope(batch)
         if not batch:
             return []
-        batch = [self._as_stored(item) for item in batch]
+        redacted = [self._as_stored(item) for item in batch]
+        batch = [entry.item for entry in redacted]
         self._refuse_legacy_duplicates(batch)
         plan = self._plan_merges(batch)
         inserted, displaced = self._take_slots(plan.insert)
         updated = [*plan.held, *displaced]
         with contextlib.ExitStack() as journal:
+            kept = {item.id for item in inserted}
+            journal.enter_context(
+                self._journal_redactions(e for e in redacted if e.item.id in kept)
+            )
             if inserted:
                 ids = tuple(item.id for item in inserted)
                 journal.enter_context(
@@ -515,21 +525,32 @@ class TierStore:
             {"by": [item.superseded_by for item in displaced]},
         )
 
-    def _as_stored(self, item: ContextItem) -> ContextItem:
-        """The item as this store writes it: its id qualified, its token cost counted.
+    def _as_stored(self, item: ContextItem) -> Redacted:
+        """The item as this store writes it (id qualified, redacted, cost counted); what was found.
 
         Items built elsewhere arrive without a cost; counting once here keeps the count off
-        every later build's hot path, as for items made by ``new_item``.
+        every later build's hot path, as for items made by ``new_item``. A redacted item is
+        counted again, on what is kept.
         """
         qualified = self.scoped_id(item.id)
-        if qualified == item.id and item.token_cost is not None:
-            return item
-        cost = item.token_cost
-        return attrs.evolve(
-            item,
-            id=qualified,
-            token_cost=DEFAULT_COUNTER.count(item.body) if cost is None else cost,
-        )
+        return self._redacted(item if qualified == item.id else attrs.evolve(item, id=qualified))
+
+    def _redacted(self, item: ContextItem) -> Redacted:
+        """``item`` as :attr:`redaction` lets it be stored, its cost counted if it has none."""
+        redacted = self.redaction.redact(item) if self.redaction is not None else Redacted(item)
+        if redacted.item.token_cost is not None:
+            return redacted
+        cost = DEFAULT_COUNTER.count(redacted.item.body)
+        return attrs.evolve(redacted, item=attrs.evolve(redacted.item, token_cost=cost))
+
+    def _journal_redactions(self, redacted: Iterable[Redacted]) -> AbstractContextManager[Any]:
+        """One ``redact`` event naming the items redacted and what of (nothing if none were)."""
+        found = [entry for entry in redacted if entry.found]
+        if not found:
+            return contextlib.nullcontext()
+        ids = tuple(entry.item.id for entry in found)
+        detail = {"items": [entry.detail() for entry in found]}
+        return self.audit.journal(AuditAction.REDACT, self.tier, self.namespace, ids, detail)
 
     def _refuse_legacy_duplicates(self, batch: list[ContextItem]) -> None:
         """An id this scope holds unqualified (written before ids carried it) is taken too."""
@@ -558,12 +579,15 @@ class TierStore:
         if item.key != current.key:
             item = attrs.evolve(item, key=local_key(item.key, self.id_prefix))
         if item.body != current.body and item.token_cost == current.token_cost:
-            item = attrs.evolve(item, token_cost=DEFAULT_COUNTER.count(item.body))
-        if not content_changed(current, item):
-            with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
-                self.backend.update(item)
-            return item
-        return self._new_version(current, item)
+            item = attrs.evolve(item, token_cost=None)
+        redacted = self._redacted(item)
+        item = redacted.item
+        with self._journal_redactions([redacted]):
+            if not content_changed(current, item):
+                with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
+                    self.backend.update(item)
+                return item
+            return self._new_version(current, item)
 
     def _new_version(self, current: ContextItem, item: ContextItem) -> ContextItem:
         """Store ``item`` as the next version of ``current``, keeping ``current`` as history.
@@ -767,10 +791,12 @@ class TierStore:
         adding = isinstance(new, ContextItem)
         if isinstance(new, ContextItem):
             self._check_scope([new])
-            replacement = self._as_stored(new)
+            redacted = [self._as_stored(new)]
+            replacement = redacted[0].item
             self._refuse_legacy_duplicates([replacement])
         else:
             replacement = self.require(new)
+            redacted = []
             self._refuse_history(replacement, "a replacement")
         if replacement.id == old.id:
             raise LifecycleStateError(
@@ -780,7 +806,7 @@ class TierStore:
         if adding and replacement.version <= old.version:
             replacement = attrs.evolve(replacement, version=old.version + 1, valid_from=now)
         displaced = [superseded(old, replacement.id, now)]
-        with self._journal_supersession(displaced):
+        with self._journal_redactions(redacted), self._journal_supersession(displaced):
             if adding:
                 with self.audit.journal(
                     AuditAction.ADD, self.tier, self.namespace, (replacement.id,)
@@ -898,8 +924,12 @@ class TierStore:
     def receive(self, item: ContextItem, detail: Mapping[str, Any]) -> ContextItem:
         """Store a copy promoted into this scope, journaled as one ``promote`` event."""
         self._check_scope([item])
-        stored = self._as_stored(item)
-        with self._journal_promotion(stored.id, detail, duplicate=False):
+        redacted = self._as_stored(item)
+        stored = redacted.item
+        with (
+            self._journal_redactions([redacted]),
+            self._journal_promotion(stored.id, detail, duplicate=False),
+        ):
             self.backend.add(stored)
         self._check_conflicts([stored])
         self._after_add()

@@ -25,6 +25,7 @@ from agent_engine import _validate
 from agent_engine.errors import ConfirmationDeclined
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Tier, utcnow
+from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
@@ -68,6 +69,7 @@ class GlobalMemoryStore(TierStore):
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
+        redaction: RedactionPolicy | None = DEFAULT_REDACTION,
     ) -> None:
         self.user_id = user_id
         self.confirm = confirm
@@ -80,6 +82,7 @@ class GlobalMemoryStore(TierStore):
             aging=aging,
             conflict_detection=conflict_detection,
             merge=merge,
+            redaction=redaction,
         )
 
     # ------------------------------------------------------------------ confirmation

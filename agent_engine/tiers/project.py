@@ -17,6 +17,7 @@ from typing import Any
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ArchiveReason, ContextItem, Tier, utcnow
+from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
 from agent_engine.tiers.aging import AgingPolicy, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
@@ -51,6 +52,7 @@ class ProjectMemoryStore(TierStore):
         clock: Callable[[], datetime] = utcnow,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
+        redaction: RedactionPolicy | None = DEFAULT_REDACTION,
     ) -> None:
         if max_items is not None and (isinstance(max_items, bool) or max_items < 1):
             raise ValidationError(
@@ -68,6 +70,7 @@ class ProjectMemoryStore(TierStore):
             aging=aging,
             conflict_detection=conflict_detection,
             merge=merge,
+            redaction=redaction,
         )
         # One limit: max_items is the soft limit of the policy compaction applies too.
         self.aging = self.aging.with_limit(max_items)

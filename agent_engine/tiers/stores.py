@@ -20,6 +20,7 @@ from agent_engine import _validate
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import Task, Tier, utcnow
+from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
@@ -45,7 +46,9 @@ class MemoryStores:
     soft limit is still ``max_project_items``); ``conflict_detection`` bounds the search for
     contradictions on every store's writes (``None``: none); ``merge`` says when an item added
     to project or global memory is a near-duplicate merged into one held (``None``: never;
-    task memory keeps every step of its timeline).
+    task memory keeps every step of its timeline); ``redaction`` is what every store takes out
+    of an item before writing it (:class:`~agent_engine.redaction.RedactionPolicy`: secrets
+    and personal data masked by default; ``None``: items are stored as given).
 
     ``promotion`` turns auto-promotion on (off by default): a preset's name
     (``"conservative"``, ``"balanced"``, ``"aggressive"``) or a
@@ -74,6 +77,7 @@ class MemoryStores:
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
+        redaction: RedactionPolicy | None = DEFAULT_REDACTION,
     ) -> None:
         self.promotion = resolve_preset(promotion) if promotion is not None else None
         self.candidate_window = check_window(candidate_window)
@@ -90,6 +94,7 @@ class MemoryStores:
         self.aging = aging
         self.conflict_detection = conflict_detection
         self.merge = _validate.optional("merge", MergePolicy, merge)
+        self.redaction = _validate.optional("redaction", RedactionPolicy, redaction)
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
@@ -121,6 +126,7 @@ class MemoryStores:
                     aging=self.aging,
                     conflict_detection=self.conflict_detection,
                     merge=self.merge,
+                    redaction=self.redaction,
                 )
             return store
 
@@ -137,6 +143,7 @@ class MemoryStores:
                     aging=self.aging,
                     conflict_detection=self.conflict_detection,
                     merge=self.merge,
+                    redaction=self.redaction,
                 )
             return store
 
@@ -178,6 +185,7 @@ class MemoryStores:
             clock=self.clock,
             aging=self.aging,
             conflict_detection=self.conflict_detection,
+            redaction=self.redaction,
         )
 
 

@@ -23,6 +23,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import AuditAction, ContextItem, Task, TaskState, Tier, utcnow
+from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
@@ -68,6 +69,7 @@ class TaskMemoryStore(TierStore):
         aging: AgingPolicy | None = None,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = None,
+        redaction: RedactionPolicy | None = DEFAULT_REDACTION,
     ) -> None:
         if isinstance(task, Task):
             if (project_id, user_id) != (None, None):
@@ -90,6 +92,7 @@ class TaskMemoryStore(TierStore):
             aging=aging,
             conflict_detection=conflict_detection,
             merge=merge,
+            redaction=redaction,
         )
 
     def add_instruction(self, text: str, *, importance: float = 1.0) -> ContextItem:
