@@ -97,6 +97,11 @@ class RedactionPolicy:
     kinds: Mapping[str, RedactionMode] = attrs.field(factory=dict, converter=_modes)
     item_kinds: Mapping[str, RedactionPolicy | None] = attrs.field(factory=dict)
     detectors: tuple[Detector, ...] = attrs.field(default=DEFAULT_DETECTORS, converter=tuple)
+    _active: tuple[Detector, ...] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        active = tuple(d for d in self.detectors if self.mode_of(d.kind) is not RedactionMode.OFF)
+        object.__setattr__(self, "_active", active)
 
     def for_kind(self, item_kind: str) -> RedactionPolicy | None:
         """The policy for items of ``item_kind`` (``None``: stored as given)."""
@@ -113,11 +118,12 @@ class RedactionPolicy:
         longer finding), so a GitHub token is reported as one, not as a random string.
         """
         found = [
-            finding
-            for detector in self.detectors
-            if self.mode_of(detector.kind) is not RedactionMode.OFF
-            for finding in _ranked(detector, text)
+            (detector.priority, finding)
+            for detector in self._active
+            for finding in detector.find(text)
         ]
+        if not found:
+            return []
         found.sort(key=lambda pair: (-pair[0], pair[1].start, pair[1].start - pair[1].end))
         kept: list[Finding] = []
         for _, finding in found:
@@ -184,7 +190,3 @@ class RedactionPolicy:
 
 DEFAULT_REDACTION = RedactionPolicy()
 """What stores redact unless told otherwise: every kind found, masked."""
-
-
-def _ranked(detector: Detector, text: str) -> Iterable[tuple[int, Finding]]:
-    return ((detector.priority, finding) for finding in detector.find(text))
