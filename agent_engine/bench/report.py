@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_engine.bench import aging, dedup, processes, redaction
+from agent_engine.bench import aging, deciding, dedup, processes, redaction
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -284,6 +284,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             *redaction.table(results["redaction"]),
             "",
         ]
+    if "decider" in results:
+        lines += ["## Deciding what to remember", "", *deciding.table(results["decider"])]
     if "processes" in results:
         lines += [
             "## Many executors, one store",

@@ -16,6 +16,7 @@ from agent_engine.bench import locomo
 from agent_engine.bench.aging import AgingBenchConfig, run_aging
 from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
+from agent_engine.bench.deciding import run_deciding
 from agent_engine.bench.dedup import EMBEDDERS, DedupBenchConfig, run_dedup
 from agent_engine.bench.processes import STORES, ProcessesConfig, run_processes
 from agent_engine.bench.processes import check as processes_check
@@ -35,6 +36,7 @@ PARTS = (
     "conflicts",
     "dedup",
     "redaction",
+    "decider",
     "processes",
 )
 """The parts of the suite, in the order they run."""
@@ -150,9 +152,7 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         cells = len(options.dedup.sizes) * len(options.dedup.backends)
         advance = progress("dedup (cells)", cells) if progress else None
         results["dedup"] = run_dedup(options.dedup, progress=advance)
-    if "redaction" in options.parts:
-        turns = [item for conversation in locomo.load(options.data) for item in conversation.items]
-        results["redaction"] = run_redaction(options.redaction, turns)
+    results.update(_write_path(options))
     if "processes" in options.parts:
         advance = (
             progress("processes (rounds)", len(options.processes.processes)) if progress else None
@@ -162,6 +162,17 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
     if "processes" in results:
         processes_check(results["processes"])  # after the report: the figures stay readable
     return report
+
+
+def _write_path(options: SuiteOptions) -> dict[str, Any]:
+    """The write path's parts that were asked for: redaction, the decider."""
+    results: dict[str, Any] = {}
+    if "redaction" in options.parts:
+        turns = [item for conversation in locomo.load(options.data) for item in conversation.items]
+        results["redaction"] = run_redaction(options.redaction, turns)
+    if "decider" in options.parts:
+        results["decider"] = run_deciding(locomo.load(options.data))
+    return results
 
 
 def _part(name: str) -> str:
