@@ -37,6 +37,9 @@ Snapshot = dict[str, npt.NDArray[np.generic]]
 """A whole index as named arrays (:meth:`LexicalIndex.snapshot`), for a file to hold."""
 
 SNAPSHOT_FORMAT = 1
+DENSE_CACHE_BYTES = 256 * 2**20
+"""Most bytes of common terms' weights over every row kept between writes (32 terms at 1M
+items, 320 at 100k); see ``LexicalIndex._drop_least_used``."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -80,7 +83,8 @@ class LexicalIndex:
         # Each term's rows and weights: as arrays, plus the rows appended since they were made.
         self._postings: dict[str, tuple[list[int], list[float]]] = {}
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
-        self._weights: dict[str, TermWeights] = {}
+        self._weights: dict[str, TermWeights] = {}  # least recently used first
+        self._dense_bytes = 0  # of the weights over every row among them
         self._dirty: dict[str, None] = {}
         # Each row's session (a code, -1 for none) and place in it, for array-wide pairing;
         # sessions whose places may have shifted since the last refresh.
@@ -347,6 +351,7 @@ class LexicalIndex:
                 self._session_of_row[row] = code
                 self._place_of_row[row] = place
         self._weights.clear()
+        self._dense_bytes = 0
 
     def _reset_rows(self) -> None:
         self._ids, self._row_of = [], {}
@@ -410,8 +415,9 @@ class LexicalIndex:
         self, term: str, total: int, norm: npt.NDArray[np.float64] | None
     ) -> TermWeights | None:
         """Each live posting's BM25 contribution for ``term`` (cached until the next write)."""
-        cached = self._weights.get(term)
+        cached = self._weights.pop(term, None)
         if cached is not None:
+            self._weights[term] = cached  # the most recently used last, see below
             return cached
         posting = self._posting_arrays(term)
         if posting is None or norm is None:
@@ -425,7 +431,26 @@ class LexicalIndex:
         values = idf * tf * (self.k1 + 1.0) / (tf + norm[rows])
         weights = TermWeights.of(rows, values, len(self._ids))
         self._weights[term] = weights
+        if weights.dense is not None:
+            self._drop_least_used(weights.dense.nbytes)
         return weights
+
+    def _drop_least_used(self, added: int) -> None:
+        """Keep the common terms' arrays over every row within :data:`DENSE_CACHE_BYTES`.
+
+        Each is 8 bytes a row (8 MB at 1M items), and a long-lived reader asks for many words
+        between two writes: the least recently used are dropped (their weights are made
+        again when asked for), never the one just made.
+        """
+        self._dense_bytes += added
+        newest = next(reversed(self._weights))
+        for term in list(self._weights):
+            if self._dense_bytes <= DENSE_CACHE_BYTES:
+                break
+            dense = self._weights[term].dense
+            if dense is not None and term != newest:
+                del self._weights[term]
+                self._dense_bytes -= dense.nbytes
 
     def _posting_arrays(
         self, term: str

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from agent_engine import ContextItem
 from agent_engine.retrieval import LexicalIndex
+from agent_engine.retrieval import bm25 as bm25_module
 from agent_engine.retrieval._ranking import TermWeights
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -410,6 +411,19 @@ class TestRankingDepth:
         sparse = TermWeights(weights.rows, weights.values, None)
         assert np.array_equal(sparse.at(rows), weights.at(rows))
         assert np.array_equal(weights.dense[weights.rows], weights.values)
+
+    def test_common_words_arrays_stay_within_their_budget(self, index, monkeypatch):
+        """Past the budget the least recently used arrays go; answers do not change."""
+        before = {word: index.hits(word).as_dict() for word in self.VOCABULARY}
+        monkeypatch.setattr(bm25_module, "DENSE_CACHE_BYTES", 2 * 4000 * 8 + 1)
+        index.upsert([item("extra", "deploy retry")])  # a write drops every cached weight
+        for word in self.VOCABULARY:
+            index.hits(word)
+            assert index._dense_bytes <= bm25_module.DENSE_CACHE_BYTES
+        held = [w for w in index._weights.values() if w.dense is not None]
+        assert len(held) <= 2
+        index.remove(["extra"])
+        assert {word: index.hits(word).as_dict() for word in self.VOCABULARY} == before
 
     def test_a_match_count_is_taken_only_when_asked(self, index):
         hits = index.hits("lint")
