@@ -1,4 +1,4 @@
-"""The benchmark suite: recall, cost, currentness, aging, conflicts, dedup, many processes.
+"""The benchmark suite: recall, cost, currentness, aging, conflicts, dedup, write path, processes.
 
 Paging-policy quality on LoCoMo, cost at scale, changed facts, compaction, conflict
 detection, the near-duplicate check, and many executor processes sharing one store.

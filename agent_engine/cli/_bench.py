@@ -12,7 +12,7 @@ __all__ = ["bench"]
 
 
 def bench(ctx: typer.Context) -> int:
-    """Run the benchmark suite (quality, cost, currentness, aging, conflicts, dedup, processes).
+    """Run the benchmark suite (quality, cost, ..., redaction, decider, processes).
 
     `bench --help` lists the options.
     """

@@ -109,9 +109,7 @@ class TestPolicies:
         assert EMAIL in held.text
         assert TOKEN not in held.text
         assert f"{SENSITIVE_TAG}email" in held.tags
-        assert [i.id for i in store.query({"tags": {"$all": ["sensitive:email"]}})] == [
-            stored.id
-        ]
+        assert [i.id for i in store.query({"tags": {"$all": ["sensitive:email"]}})] == [stored.id]
 
     def test_the_stores_of_an_application_share_its_policy(self, backend):
         policy = RedactionPolicy(mode="drop")
