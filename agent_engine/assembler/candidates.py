@@ -151,7 +151,7 @@ def gather(
         query=query,
         items=items,
         dense=_cosines(items, gathering.query_vector, gathering.searched),
-        lexical=gathering.lexical.of(items) if gathering.lexical else {},
+        lexical=gathering.lexical.of(items) if gathering.lexical is not None else {},
         neighbours=gathering.links(items),
         named_sources=names,
         now=now,

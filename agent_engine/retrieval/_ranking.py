@@ -180,6 +180,10 @@ class LexicalHits:
             self._count = int(np.count_nonzero(held))
         return self._count
 
+    def __bool__(self) -> bool:
+        """Whether anything matched, without counting: every term kept holds a live row."""
+        return bool(self._weights)
+
     def get(self, item_id: str, default: float = 0.0) -> float:
         """The item's score (``default`` for an item the index does not hold)."""
         row = self._row_of.get(item_id)

@@ -428,7 +428,9 @@ class TestRankingDepth:
     def test_a_match_count_is_taken_only_when_asked(self, index):
         hits = index.hits("lint")
         hits.best(10)
+        assert hits  # truth is not a count either
         assert hits._count is None  # a build never pays for the count
+        assert not index.hits("zzz-nothing")
         assert len(hits) == sum(1 for score in hits.as_dict().values() if score > 0)
 
 
