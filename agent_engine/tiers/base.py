@@ -404,6 +404,7 @@ class TierStore:
             return []
         redacted = [self._as_stored(item) for item in batch]
         batch = [entry.item for entry in redacted]
+        self._before_add(batch)
         self._refuse_legacy_duplicates(batch)
         plan = self._plan_merges(batch)
         inserted, displaced = self._take_slots(plan.insert)
@@ -582,6 +583,7 @@ class TierStore:
             item = attrs.evolve(item, token_cost=None)
         redacted = self._redacted(item)
         item = redacted.item
+        self._before_update(current, item)
         with self._journal_redactions([redacted]):
             if not content_changed(current, item):
                 with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
@@ -1013,6 +1015,15 @@ class TierStore:
         if others:
             mine += [item.id for item in self._resolve(others).values()]
         return mine
+
+    def _before_add(self, batch: list[ContextItem]) -> None:
+        """Hook run on an add's items as they will be stored (redacted), before any write.
+
+        Global memory asks for confirmation here; raising stops the add.
+        """
+
+    def _before_update(self, current: ContextItem, item: ContextItem) -> None:
+        """Hook run on an update's item as it will be stored, before anything is written."""
 
     def _after_add(self) -> None:
         """Hook run after every successful add (project memory evicts here)."""

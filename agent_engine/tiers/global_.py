@@ -21,7 +21,6 @@ from typing import Any
 
 import attrs
 
-from agent_engine import _validate
 from agent_engine.errors import ConfirmationDeclined
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Tier, utcnow
@@ -30,7 +29,7 @@ from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
-from agent_engine.tiers.dedup import DEFAULT_MERGE, AddOutcome, MergePolicy
+from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
 from agent_engine.tiers.scope import global_namespace
 
 __all__ = ["Confirm", "ConfirmationRequest", "GlobalMemoryStore", "global_namespace"]
@@ -138,31 +137,26 @@ class GlobalMemoryStore(TierStore):
 
     # ------------------------------------------------------------------ guarded writes
 
-    def add_outcomes(self, items: Iterable[ContextItem]) -> list[AddOutcome]:
-        """Add items; preferences among them are confirmed first, as one request.
+    def _before_add(self, batch: list[ContextItem]) -> None:
+        """Preferences among an add's items are confirmed first, as one request.
 
-        A preference merged into one held is confirmed too: it changes what memory says the
-        user prefers (how strongly).
+        The request shows the items as they would be stored (redacted): the callback, and
+        anything it logs, never sees what redaction takes out. A preference merged into one
+        held is confirmed too: it changes what memory says the user prefers (how strongly).
         """
-        batch = _validate.sequence("items", items)
-        self._check_scope(batch)
         risky = [item for item in batch if item.kind in HIGH_RISK_KINDS]
         if risky:
             texts = "; ".join(item.text for item in risky)
             self.confirm_or_raise("add_preference", f"Add global preference(s): {texts}?", risky)
-        return super().add_outcomes(batch)
 
-    def update(self, item: ContextItem) -> ContextItem:
-        """Change an item; changing a preference is confirmed first."""
-        self._check_scope([item])
-        current = self.require(item.id)
+    def _before_update(self, current: ContextItem, item: ContextItem) -> None:
+        """Changing a preference is confirmed first, shown as it would be stored."""
         if HIGH_RISK_KINDS & {item.kind, current.kind}:
             self.confirm_or_raise(
                 "update_preference",
                 f"Change global preference {current.text!r} to {item.text!r}?",
                 (item,),
             )
-        return super().update(item)
 
     def clear(self) -> int:
         """Clear all of this user's global memory (high-risk: confirmed first)."""

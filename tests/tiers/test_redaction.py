@@ -133,3 +133,24 @@ def test_nothing_of_the_secret_is_in_any_file_of_an_embedded_store(tmp_path: Pat
         data = path.read_bytes()
         assert TOKEN.encode() not in data, path
         assert EMAIL.encode() not in data, path
+
+
+def test_a_confirmation_is_asked_about_the_redacted_preference(backend, clock):
+    """The callback (and whatever it logs) sees what would be stored, never the secret."""
+    from agent_engine.tiers.global_ import GlobalMemoryStore  # noqa: PLC0415
+
+    asked = []
+
+    def confirm(request):
+        asked.append(request)
+        return True
+
+    store = GlobalMemoryStore(backend, "u", confirm=confirm, clock=clock)
+    held = store.add(store.new_item("preference", f"always mail {EMAIL}"))
+    store.update(attrs.evolve(held, text=f"use token {TOKEN}"))
+    assert len(asked) == 2
+    for request in asked:
+        shown = repr(request)
+        assert EMAIL not in shown
+        assert TOKEN not in shown
+        assert "[REDACTED:" in request.message
