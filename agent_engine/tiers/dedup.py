@@ -9,7 +9,9 @@ held item is not stored again: it is *merged into* that item, which gains
 :data:`MERGE_BOOST` importance (capped at 1), counts one access now, keeps the newcomer's
 provenance in ``merged_from`` (its id, source, session and time) and, if it was archived,
 is back in the working set: said again, so in use again. Duplicates within one write merge
-into the first of them. The caller is told (:class:`AddOutcome`).
+into the first of them. The caller is told (:class:`AddOutcome`). Adding again an item
+whose id a held item already lists in ``merged_from`` (a retried add, an ingestion queue's
+replay after a crash) reports that merge again and changes nothing: no second boost.
 
 Some pairs look alike to an embedding and must not merge:
 
@@ -418,16 +420,28 @@ def _assemble(
             target, score = stored
             held.setdefault(target.id, target)
             into[i] = (target.id, score)
+    # An id a held item already lists as merged into it is that same add again (a queue's
+    # replay after a crash, a client's retry): it changes nothing a second time.
+    repeats = {
+        i
+        for i, (target_id, _) in into.items()
+        if target_id in held and items[i].id in {o.id for o in held[target_id].merged_from}
+    }
     duplicates: dict[str, list[ContextItem]] = {}
     for i, (target_id, _) in into.items():
-        duplicates.setdefault(target_id, []).append(items[i])
+        if i not in repeats:
+            duplicates.setdefault(target_id, []).append(items[i])
     insert = [
         boosted(item, duplicates[item.id], now) if item.id in duplicates else item
         for i, item in enumerate(items)
         if i not in into
     ]
-    changed = [boosted(item, duplicates[item_id], now) for item_id, item in held.items()]
-    final = {item.id: item for item in (*insert, *changed)}
+    changed = [
+        boosted(item, duplicates[item_id], now)
+        for item_id, item in held.items()
+        if item_id in duplicates
+    ]
+    final = {item.id: item for item in (*held.values(), *insert, *changed)}
     outcomes = [
         AddOutcome(final[into[i][0]], item, into[i][1])
         if i in into
@@ -437,8 +451,9 @@ def _assemble(
     merged = [
         {"id": items[i].id, "into": target_id, "similarity": round(score, 4)}
         for i, (target_id, score) in sorted(into.items())
+        if i not in repeats
     ]
-    restored = [item.id for item in held.values() if item.archived]
+    restored = [item.id for item in held.values() if item.archived and item.id in duplicates]
     return MergePlan(insert, changed, merged, restored, outcomes)
 
 

@@ -130,6 +130,21 @@ class TestMerge:
         assert again[0].merged_into == held.id
         assert again[0].similarity == 1.0
 
+    def test_adding_a_merged_item_again_changes_nothing(self, project, backend):
+        """The same add twice (a retry, a queue's replay): reported merged, boosted once."""
+        held = add(project, "Releases are cut from the main branch", unit()).item
+        newcomer = project.new_item(
+            "convention", "Release builds come from main", embedding=vector(0.95)
+        )
+        boosted = project.add_outcomes([newcomer])[0].item
+        merges = len(journal(backend, project.namespace, AuditAction.MERGE))
+        (again,) = project.add_outcomes([newcomer])
+        assert again.merged_into == held.id
+        assert again.item == boosted
+        assert project.require(held.id) == boosted
+        assert [o.id for o in boosted.merged_from] == [newcomer.id]
+        assert len(journal(backend, project.namespace, AuditAction.MERGE)) == merges
+
     def test_duplicates_within_one_write_merge_into_the_first(self, project, backend):
         first, second, third, other = (
             project.new_item("decision", "Cache product pages for an hour", embedding=unit()),
