@@ -1,6 +1,7 @@
 """The write path: what happens to memories on their way into the stores (``docs/ingestion.md``).
 
-:mod:`.decide` decides which conversation turns are worth a memory at all.
+:mod:`.decide` decides which conversation turns are worth a memory at all; :mod:`.events`
+is what the durable queue of :mod:`.queue` carries, and :mod:`.worker` stores it in batches.
 """
 
 from __future__ import annotations
@@ -12,5 +13,25 @@ from agent_engine.ingest.decide import (
     Reason,
     RuleDecider,
 )
+from agent_engine.ingest.events import EVENT_FIELDS, IngestEvent
+from agent_engine.ingest.queue import BackfillReport, Enqueued, IngestQueue
+from agent_engine.ingest.worker import Backoff, IngestReport, IngestWorker
+from agent_engine.memory.queue import DeadLetter, QueueCounts
 
-__all__ = ["DEFAULT_DECIDER", "Decision", "MemoryDecider", "Reason", "RuleDecider"]
+__all__ = [
+    "BackfillReport",
+    "Backoff",
+    "DEFAULT_DECIDER",
+    "DeadLetter",
+    "Decision",
+    "EVENT_FIELDS",
+    "Enqueued",
+    "IngestEvent",
+    "IngestQueue",
+    "IngestReport",
+    "IngestWorker",
+    "MemoryDecider",
+    "QueueCounts",
+    "Reason",
+    "RuleDecider",
+]

@@ -133,6 +133,8 @@ def sql_delete_all(url: str) -> None:
                 "ae_audit_events",
                 "ae_store_meta",
                 "ae_scope_versions",
+                "ae_ingest_queue",
+                "ae_ingest_dead",
             ):
                 connection.execute(sa.text(f"DELETE FROM {table}"))  # noqa: S608 - fixed names
     finally:

@@ -22,6 +22,13 @@ of the write (:mod:`._changes`), whatever program writes, so the index files bes
 database can catch up on exactly what changed since they were saved. An item keeps one row,
 its latest change. PostgreSQL keeps the table empty (its indexes live in the server).
 
+``ae_ingest_queue`` holds the events of the ingestion queue (:mod:`agent_engine.ingest`) in the
+store's own database, so nothing new has to run beside it: pending ones, leased to a worker
+until ``lease_until``, and those done or dropped by the decider, kept a while for the status
+and so a re-sent event (same tier, namespace and idempotency key) is taken once.
+``ae_ingest_dead`` holds what could not be stored, with the reason: events that failed too
+often or were refused, and lines of a backfill that were no event at all.
+
 ``ae_conflicts`` holds the conflicts recorded between items of one scope
 (:mod:`agent_engine.memory.conflicts`). Both items are foreign keys that cascade, so whatever
 deletes an item (a delete, a clear, an erase) removes its conflicts in the same statement.
@@ -40,6 +47,8 @@ __all__ = [
     "audit_events",
     "changes",
     "conflicts",
+    "ingest_dead",
+    "ingest_queue",
     "item_tags",
     "items",
     "metadata",
@@ -212,3 +221,49 @@ sa.Index(
 )
 sa.Index("ix_ae_conflicts_item_a", conflicts.c.item_a)
 sa.Index("ix_ae_conflicts_item_b", conflicts.c.item_b)
+
+ingest_queue = sa.Table(
+    "ae_ingest_queue",
+    metadata,
+    sa.Column("seq", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("tier", text_type(16), nullable=False),
+    sa.Column("namespace", text_type(255), nullable=False),
+    sa.Column("idempotency_key", text_type(255), nullable=False),
+    sa.Column("event", sa.Text(), nullable=False),
+    sa.Column("state", text_type(16), nullable=False),
+    sa.Column("outcome", sa.Text(), nullable=True),
+    sa.Column("claims", sa.Integer(), nullable=False),
+    sa.Column("failures", sa.Integer(), nullable=False),
+    sa.Column("available_at", sa.BigInteger(), nullable=False),
+    sa.Column("lease_owner", text_type(64), nullable=True),
+    sa.Column("lease_until", sa.BigInteger(), nullable=True),
+    sa.Column("enqueued_at", sa.BigInteger(), nullable=False),
+    sa.Column("finished_at", sa.BigInteger(), nullable=True),
+    sa.Column("last_error", sa.Text(), nullable=True),
+    sa.UniqueConstraint("tier", "namespace", "idempotency_key"),
+    sqlite_autoincrement=True,
+)
+# What a worker claims next (pending, due, oldest first), and what the purge of finished
+# events reads.
+sa.Index(
+    "ix_ae_ingest_queue_state_available_at",
+    ingest_queue.c.state,
+    ingest_queue.c.available_at,
+    ingest_queue.c.seq,
+)
+sa.Index("ix_ae_ingest_queue_finished_at", ingest_queue.c.finished_at)
+
+ingest_dead = sa.Table(
+    "ae_ingest_dead",
+    metadata,
+    sa.Column("seq", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("tier", text_type(16), nullable=True),
+    sa.Column("namespace", text_type(255), nullable=True),
+    sa.Column("idempotency_key", text_type(255), nullable=True),
+    sa.Column("event", sa.Text(), nullable=False),
+    sa.Column("reason", sa.Text(), nullable=False),
+    sa.Column("origin", sa.Text(), nullable=False),
+    sa.Column("failures", sa.Integer(), nullable=False),
+    sa.Column("failed_at", sa.BigInteger(), nullable=False),
+    sqlite_autoincrement=True,
+)

@@ -58,6 +58,7 @@ from agent_engine.memory.backend import (
     scope_filter,
 )
 from agent_engine.memory.conflicts import ConflictStore
+from agent_engine.memory.queue import QueueStore
 from agent_engine.memory.sql import _pgvector
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
 from agent_engine.memory.sql._changes import forget as forget_changes
@@ -88,6 +89,7 @@ from agent_engine.memory.sql._meta import (
     write_reembedding,
 )
 from agent_engine.memory.sql._migrate import check_revision, current_revision, upgrade
+from agent_engine.memory.sql._queue import SQLQueueStore
 from agent_engine.memory.sql._rows import (
     encode_json,
     encode_time,
@@ -189,11 +191,17 @@ class SQLAlchemyBackend(BaseBackend):
             raise
         self._audit_store: AuditStore = SQLAuditStore(self._read, self._write)
         self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
+        self._queue_store = SQLQueueStore(self._read, self._write)
         self._files = self._index_files(index_path) if indexed else None
         self.fulltext = fulltext and self._dialect == "postgresql"
 
     def __repr__(self) -> str:
         return f"SQLAlchemyBackend({self._engine.url.render_as_string(hide_password=True)!r})"
+
+    @property
+    def ingest_queue(self) -> QueueStore:
+        """The ingestion queue's tables in this database (:mod:`agent_engine.ingest`)."""
+        return self._queue_store
 
     @property
     def engine(self) -> sa.Engine:
