@@ -8,8 +8,9 @@ Python blocks run in order, one namespace per file.
 Shell blocks (```sh) run as sessions, one per block, through the command's real entry point
 (:func:`agent_engine.cli.main`, what the ``agent-engine`` script calls) in a temporary folder:
 ``HOME`` and ``XDG_DATA_HOME`` point into it, so the default store is a fresh SQLite file
-there, and ``cd`` moves within it. Every ``agent-engine ...`` or ``.venv/bin/agent-engine ...``
-command runs, also as a part of an ``a && b`` chain; other programs (``python3 -m venv``,
+there, ``cd`` moves within it, and ``cat > FILE <<'EOF'`` writes the heredoc to FILE.
+Every ``agent-engine ...`` or ``.venv/bin/agent-engine ...`` command runs, also as a part
+of an ``a && b`` chain; other programs (``python3 -m venv``,
 ``pip install``, ``tox``, scripts) do not: CI runs the set-up commands itself, and the scripts
 have tests of their own. A command's output piped into a filter (``| jq ...``) goes through
 the filter when it is installed. Each command must exit 0.
@@ -56,6 +57,7 @@ SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```", re.DOTALL | re.MUL
 PROGRAMS = frozenset({"agent-engine", ".venv/bin/agent-engine"})
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
+WRITE = re.compile(r"^\s*cat\s*>\s*(\S+)\s*<<")
 DOC_ID = re.compile(r"^(?:\S+/)?[0-9a-f]{26}$")
 ADDED = re.compile(r"^added (\S+/[0-9a-f]{26}) to ", re.MULTILINE)
 SEPARATORS = frozenset({"&&", ";", "||"})
@@ -83,6 +85,8 @@ class Step:
     env: dict[str, str] = attrs.field(factory=dict)
     argv: tuple[str, ...] = ()
     filters: tuple[tuple[str, ...], ...] = ()
+    write: tuple[str, str] | None = None
+    """``cat > FILE <<'EOF'``: the file and what the heredoc writes to it."""
 
 
 @attrs.frozen
@@ -93,18 +97,23 @@ class Session:
     steps: tuple[Step, ...]
 
 
-def _lines(block: str) -> list[str]:
-    """Logical lines: continuations joined, heredoc bodies left out."""
-    lines: list[str] = []
+def _lines(block: str) -> list[tuple[str, str | None]]:
+    """Logical lines (continuations joined), each with the body of its heredoc, if any."""
+    lines: list[tuple[str, str | None]] = []
     ending: str | None = None
+    body: list[str] = []
     for line in block.replace("\\\n", " ").splitlines():
         if ending is not None:
-            ending = None if line.strip() == ending else ending
+            if line.strip() == ending:
+                lines[-1] = (lines[-1][0], "".join(f"{row}\n" for row in body))
+                ending, body = None, []
+            else:
+                body.append(line)
             continue
         heredoc = HEREDOC.search(line)
         if heredoc:
             ending = heredoc.group(1)
-        lines.append(line)
+        lines.append((line, None))
     return lines
 
 
@@ -118,7 +127,10 @@ def _split(tokens: list[str], separators: frozenset[str]) -> list[list[str]]:
     return [part for part in parts if part]
 
 
-def _steps(line: str) -> list[Step]:
+def _steps(line: str, body: str | None = None) -> list[Step]:
+    written = WRITE.match(line)
+    if written and body is not None:  # cat > FILE <<'EOF': the session writes the file
+        return [Step(line, write=(written.group(1), body))]
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     steps = []
@@ -142,7 +154,7 @@ def _sessions() -> list[Session]:
     for path in DOCS:
         text = path.read_text(encoding="utf-8")
         for number, block in enumerate(SHELL_BLOCK.findall(text), 1):
-            steps = [step for line in _lines(block) for step in _steps(line)]
+            steps = [step for line, body in _lines(block) for step in _steps(line, body)]
             if any(step.argv for step in steps):
                 where = f"{path.relative_to(ROOT)}[sh block {number}]"
                 sessions.append(Session(where, tuple(steps)))
@@ -263,6 +275,9 @@ def test_shell_commands_run(
         if step.cd is not None:
             cwd = cwd / Path(step.cd).expanduser()  # HOME is the session's home
             cwd.mkdir(parents=True, exist_ok=True)
+            continue
+        if step.write is not None:
+            (cwd / step.write[0]).write_text(step.write[1], encoding="utf-8")
             continue
         argv = [last_added if DOC_ID.match(arg) and last_added else arg for arg in step.argv]
         with monkeypatch.context() as scoped:

@@ -9,7 +9,16 @@ from typing import Annotated
 import typer
 
 import agent_engine
-from agent_engine.cli import _bench, _candidates, _compact, _conflicts, _db, _demo, _memory
+from agent_engine.cli import (
+    _bench,
+    _candidates,
+    _compact,
+    _conflicts,
+    _db,
+    _demo,
+    _ingest,
+    _memory,
+)
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
 from agent_engine.cli._store import url_forms
 
@@ -130,3 +139,6 @@ _memory.app.command(name="confirm")(_candidates.confirm)
 _memory.app.command(name="compact")(_compact.compact)
 app.add_typer(_memory.app, name="memory", short_help="Manage project, global and task memory.")
 app.add_typer(_db.app, name="db", short_help="Upgrade the database schema, or show it.")
+app.add_typer(
+    _ingest.app, name="ingest", short_help="Queue memories for a worker to store; run it."
+)

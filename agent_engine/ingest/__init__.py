@@ -14,7 +14,7 @@ from agent_engine.ingest.decide import (
     RuleDecider,
 )
 from agent_engine.ingest.events import EVENT_FIELDS, IngestEvent
-from agent_engine.ingest.queue import BackfillReport, Enqueued, IngestQueue
+from agent_engine.ingest.queue import BackfillReport, Enqueued, IngestQueue, check_events
 from agent_engine.ingest.worker import Backoff, IngestReport, IngestWorker
 from agent_engine.memory.queue import DeadLetter, QueueCounts
 
@@ -34,4 +34,5 @@ __all__ = [
     "QueueCounts",
     "Reason",
     "RuleDecider",
+    "check_events",
 ]

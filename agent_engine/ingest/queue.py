@@ -14,8 +14,9 @@ the dead letters with the reason, and the rest of the batch is queued.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +32,7 @@ from agent_engine.models import AuditAction, AuditEvent, Tier, utcnow
 from agent_engine.redaction import DEFAULT_REDACTION, Redacted, RedactionPolicy
 from agent_engine.tiers.scope import scoped_id
 
-__all__ = ["BackfillReport", "Enqueued", "IngestQueue"]
+__all__ = ["BackfillReport", "Enqueued", "IngestQueue", "check_events"]
 
 _ORIGIN = "enqueue"
 _BACKFILL_CHUNK = 500
@@ -221,53 +222,25 @@ class IngestQueue:
         origin: str = "backfill",
         dry_run: bool = False,
         progress: Callable[[int], None] | None = None,
+        defaults: Mapping[str, Any] | None = None,
     ) -> BackfillReport:
         """Queue the events of a JSONL stream, one JSON object per line.
 
         Blank lines are skipped; a line that is not an event goes to the dead letters as
         ``ORIGIN:LINE`` with the reason, and the rest is queued (500 lines per transaction).
-        ``dry_run`` checks every line and queues nothing, records nothing. ``progress`` is
-        called with the number of lines read after each chunk.
+        A line without an idempotency key is keyed by ``ORIGIN``, its line number and its
+        content, so backfilling a file again queues none of it twice.
+        ``dry_run`` is :func:`check_events`: every line checked, nothing queued or recorded.
+        ``progress`` is called with the number of lines read after each chunk. ``defaults``:
+        fields an object that lacks them takes (a project, a kind for a whole file).
         """
-        report = BackfillReport(dry_run=dry_run)
-        chunk: list[tuple[Any, str]] = []
-        numbers: list[int] = []
-        count = 0
-        for count, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            chunk.append((_parsed_line(line), f"{origin}:{count}"))
-            numbers.append(count)
-            if len(chunk) >= _BACKFILL_CHUNK:
-                report = self._backfill_chunk(report, chunk, numbers, dry_run)
-                chunk, numbers = [], []
-                if progress is not None:
-                    progress(count)
-        if chunk:
-            report = self._backfill_chunk(report, chunk, numbers, dry_run)
-        if progress is not None:
-            progress(count)
-        return attrs.evolve(report, lines=count)
+        if dry_run:
+            return check_events(lines, progress=progress, defaults=defaults)
+        return _read_lines(lines, self._backfill_chunk, origin, progress, defaults)
 
     def _backfill_chunk(
-        self,
-        report: BackfillReport,
-        chunk: list[tuple[Any, str]],
-        numbers: list[int],
-        dry_run: bool,
+        self, report: BackfillReport, chunk: list[tuple[Any, str]], numbers: list[int]
     ) -> BackfillReport:
-        if dry_run:
-            rejected = []
-            queued = 0
-            for (raw, _), number in zip(chunk, numbers, strict=True):
-                try:
-                    _event(raw)
-                    queued += 1
-                except ValidationError as error:
-                    rejected.append((number, str(error)))
-            return attrs.evolve(
-                report, queued=report.queued + queued, rejected=[*report.rejected, *rejected]
-            )
         results = self._enqueue(chunk)
         return attrs.evolve(
             report,
@@ -298,6 +271,75 @@ class IngestQueue:
         revived = self.store.revive(None if seqs is None else list(seqs), self.clock())
         self._log.info("dead_letters_retried", count=len(revived))
         return revived
+
+
+def check_events(
+    lines: Iterable[str],
+    *,
+    progress: Callable[[int], None] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> BackfillReport:
+    """Check a JSONL stream of events as a backfill would, queueing and recording nothing.
+
+    ``queued`` counts the lines that are events (duplicates are not looked for: that needs
+    the queue); ``rejected`` the others, with their line numbers and reasons.
+    """
+    return attrs.evolve(_read_lines(lines, _check_chunk, "", progress, defaults), dry_run=True)
+
+
+def _check_chunk(
+    report: BackfillReport, chunk: list[tuple[Any, str]], numbers: list[int]
+) -> BackfillReport:
+    rejected = []
+    queued = 0
+    for (raw, _), number in zip(chunk, numbers, strict=True):
+        try:
+            _event(raw)
+            queued += 1
+        except ValidationError as error:
+            rejected.append((number, str(error)))
+    return attrs.evolve(
+        report, queued=report.queued + queued, rejected=[*report.rejected, *rejected]
+    )
+
+
+_Chunk = Callable[[BackfillReport, list[tuple[Any, str]], list[int]], BackfillReport]
+
+
+def _read_lines(
+    lines: Iterable[str],
+    handle: _Chunk,
+    origin: str,
+    progress: Callable[[int], None] | None,
+    defaults: Mapping[str, Any] | None,
+) -> BackfillReport:
+    """Parse ``lines`` into chunks of objects (defaults filled in) and ``handle`` each."""
+    report = BackfillReport()
+    chunk: list[tuple[Any, str]] = []
+    numbers: list[int] = []
+    count = 0
+    for count, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        parsed = _parsed_line(line)
+        if isinstance(parsed, dict):
+            # A line without a key of its own gets one from its place and content: the same
+            # file backfilled again queues nothing twice, and a turn said twice stays two.
+            digest = hashlib.sha256(line.strip().encode()).hexdigest()[:16]
+            key = {"idempotency_key": f"{origin[-120:]}:{count}:{digest}"}
+            parsed = {**(defaults or {}), **key, **parsed}
+        chunk.append((parsed, f"{origin}:{count}"))
+        numbers.append(count)
+        if len(chunk) >= _BACKFILL_CHUNK:
+            report = handle(report, chunk, numbers)
+            chunk, numbers = [], []
+            if progress is not None:
+                progress(count)
+    if chunk:
+        report = handle(report, chunk, numbers)
+    if progress is not None:
+        progress(count)
+    return attrs.evolve(report, lines=count)
 
 
 class _Unparsed:
