@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_engine.bench import aging, deciding, dedup, processes, redaction
+from agent_engine.bench import aging, deciding, dedup, ingesting, processes, redaction
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -236,6 +236,27 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
     return [f"![{name}]({name})" for name in written]
 
 
+def _write_path_sections(results: dict[str, Any]) -> list[str]:
+    """The write path's sections: redaction, the decider, ingestion speed (those measured)."""
+    lines: list[str] = []
+    if "redaction" in results:
+        lines += [
+            "## Redaction: secrets found, ordinary text left alone",
+            "",
+            *redaction.table(results["redaction"]),
+            "",
+        ]
+    if "decider" in results:
+        lines += ["## Deciding what to remember", "", *deciding.table(results["decider"])]
+    if "ingest" in results:
+        lines += [
+            "## Ingestion speed: the queue against the embedder",
+            "",
+            *ingesting.table(results["ingest"]),
+        ]
+    return lines
+
+
 def write_report(results: dict[str, Any], out: Path) -> Path:
     """Write ``report.md``, ``results.json`` and plots into ``out``; return the report path."""
     out.mkdir(parents=True, exist_ok=True)
@@ -277,15 +298,7 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "",
             *dedup.table(results["dedup"]),
         ]
-    if "redaction" in results:
-        lines += [
-            "## Redaction: secrets found, ordinary text left alone",
-            "",
-            *redaction.table(results["redaction"]),
-            "",
-        ]
-    if "decider" in results:
-        lines += ["## Deciding what to remember", "", *deciding.table(results["decider"])]
+    lines += _write_path_sections(results)
     if "processes" in results:
         lines += [
             "## Many executors, one store",

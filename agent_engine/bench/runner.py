@@ -18,6 +18,7 @@ from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.deciding import run_deciding
 from agent_engine.bench.dedup import EMBEDDERS, DedupBenchConfig, run_dedup
+from agent_engine.bench.ingesting import IngestBenchConfig, run_ingest
 from agent_engine.bench.processes import STORES, ProcessesConfig, run_processes
 from agent_engine.bench.processes import check as processes_check
 from agent_engine.bench.quality import QualityConfig, run_quality
@@ -37,6 +38,7 @@ PARTS = (
     "dedup",
     "redaction",
     "decider",
+    "ingest",
     "processes",
 )
 """The parts of the suite, in the order they run."""
@@ -71,6 +73,7 @@ class SuiteOptions:
     conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
     dedup: DedupBenchConfig = attrs.field(factory=DedupBenchConfig)
     redaction: RedactionBenchConfig = attrs.field(factory=RedactionBenchConfig)
+    ingest: IngestBenchConfig = attrs.field(factory=IngestBenchConfig)
     processes: ProcessesConfig = attrs.field(factory=ProcessesConfig)
 
 
@@ -165,13 +168,18 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
 
 
 def _write_path(options: SuiteOptions) -> dict[str, Any]:
-    """The write path's parts that were asked for: redaction, the decider."""
+    """The write path's parts that were asked for: redaction, the decider, the queue's speed."""
     results: dict[str, Any] = {}
     if "redaction" in options.parts:
         turns = [item for conversation in locomo.load(options.data) for item in conversation.items]
         results["redaction"] = run_redaction(options.redaction, turns)
     if "decider" in options.parts:
         results["decider"] = run_deciding(locomo.load(options.data))
+    if "ingest" in options.parts:
+        name = options.embedder or "minilm"
+        results["ingest"] = run_ingest(
+            locomo.load(options.data), lambda: _embedder(name), options.ingest
+        )
     return results
 
 
@@ -333,6 +341,12 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=RedactionBenchConfig().per_kind,
         help="redaction: fake secrets planted per kind",
     )
+    parser.add_argument(
+        "--ingest-texts",
+        type=int,
+        default=IngestBenchConfig().texts,
+        help="ingest: LoCoMo turns stored through the queue and embedded raw",
+    )
     args = parser.parse_args(argv)
     named = {
         *args.backends.split(","),
@@ -373,6 +387,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             embedder=args.dedup_embedder,
         ),
         redaction=RedactionBenchConfig(per_kind=args.secrets_per_kind),
+        ingest=IngestBenchConfig(texts=args.ingest_texts),
         processes=ProcessesConfig(
             store=args.store,
             url=args.url,

@@ -117,6 +117,7 @@ class IngestEvent:
     timestamp: datetime | None = attrs.field(default=None, converter=_timestamp)
     key: str | None = None
     expires_at: datetime | None = attrs.field(default=None, converter=_expires_at)
+    _item: ContextItem = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.tier is Tier.TASK and self.task is None:
@@ -127,7 +128,8 @@ class IngestEvent:
                 field="task",
                 value=self.task,
             )
-        self.item()  # every item field checked now, by the item's own rules
+        # Every item field checked now, by the item's own rules; the item is kept for item().
+        object.__setattr__(self, "_item", self._build_item())
 
     @property
     def namespace(self) -> str:
@@ -158,6 +160,9 @@ class IngestEvent:
 
     def item(self) -> ContextItem:
         """The item this event becomes (its id local to its scope, as a store qualifies it)."""
+        return self._item
+
+    def _build_item(self) -> ContextItem:
         fields: dict[str, Any] = {
             "id": self.item_id if self.idempotency_key is not None else new_id(),
             "kind": self.kind,
@@ -181,6 +186,8 @@ class IngestEvent:
         """The event as the queue keeps it: a JSON object of its fields."""
         data: dict[str, Any] = {}
         for field in attrs.fields(IngestEvent):
+            if not field.init:
+                continue
             value = getattr(self, field.name)
             if isinstance(value, datetime):
                 value = value.isoformat()
@@ -223,5 +230,5 @@ class IngestEvent:
         return cls.from_mapping(data)
 
 
-EVENT_FIELDS: Final = frozenset(field.name for field in attrs.fields(IngestEvent))
+EVENT_FIELDS: Final = frozenset(field.name for field in attrs.fields(IngestEvent) if field.init)
 """The fields an event's JSON object may have."""

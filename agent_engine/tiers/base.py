@@ -531,18 +531,24 @@ class TierStore:
 
         Items built elsewhere arrive without a cost; counting once here keeps the count off
         every later build's hot path, as for items made by ``new_item``. A redacted item is
-        counted again, on what is kept.
+        counted again, on what is kept. One copy of the item is made for all of it.
         """
-        qualified = self.scoped_id(item.id)
-        return self._redacted(item if qualified == item.id else attrs.evolve(item, id=qualified))
+        return self._redacted(item, qualified=self.scoped_id(item.id))
 
-    def _redacted(self, item: ContextItem) -> Redacted:
-        """``item`` as :attr:`redaction` lets it be stored, its cost counted if it has none."""
+    def _redacted(self, item: ContextItem, *, qualified: str | None = None) -> Redacted:
+        """``item`` as :attr:`redaction` lets it be stored, its cost counted if it has none.
+
+        ``qualified``: the id it is stored under, when that is not its own.
+        """
         redacted = self.redaction.redact(item) if self.redaction is not None else Redacted(item)
-        if redacted.item.token_cost is not None:
+        changes: dict[str, Any] = {}
+        if qualified is not None and qualified != item.id:
+            changes["id"] = qualified
+        if redacted.item.token_cost is None:
+            changes["token_cost"] = DEFAULT_COUNTER.count(redacted.item.body)
+        if not changes:
             return redacted
-        cost = DEFAULT_COUNTER.count(redacted.item.body)
-        return attrs.evolve(redacted, item=attrs.evolve(redacted.item, token_cost=cost))
+        return attrs.evolve(redacted, item=attrs.evolve(redacted.item, **changes))
 
     def _journal_redactions(self, redacted: Iterable[Redacted]) -> AbstractContextManager[Any]:
         """One ``redact`` event naming the items redacted and what of (nothing if none were)."""
