@@ -49,12 +49,15 @@ from agent_engine.cli._output import (
     console,
     counts_table,
     emit_json,
+    err_console,
     item_json,
     item_table,
     show_item,
 )
 from agent_engine.cli._settings import default_project, default_user, settings
 from agent_engine.cli._store import Access, Store, make_embedder, open_store
+from agent_engine.ingest import DEFAULT_DECIDER, decide_safely
+from agent_engine.redaction import DEFAULT_REDACTION
 from agent_engine.tiers import parse_task_namespace
 
 __all__ = ["app"]
@@ -194,7 +197,9 @@ def _open(
     embed: bool = False,
     yes: bool = False,
     task: str | None = None,
+    redact: bool = True,
 ) -> Scope:
+    """The scope's stores; ``redact=False`` opens them without redaction (``memory add``)."""
     options = settings(ctx)
     embedder = make_embedder(options.embedder) if embed else None
     store = open_store(
@@ -206,13 +211,14 @@ def _open(
     ctx.call_on_close(store.backend.close)
     project_id = project or default_project()
     user_id = user or default_user()
+    policy = DEFAULT_REDACTION if redact else None
+    confirm = make_confirm(yes or options.yes)
+    task_of = Task(id=task, project_id=project_id, user_id=user_id) if task is not None else None
     return Scope(
         store,
-        ProjectMemoryStore(project_id, store.backend),
-        GlobalMemoryStore(store.backend, user_id, confirm=make_confirm(yes or options.yes)),
-        None
-        if task is None
-        else TaskMemoryStore(Task(id=task, project_id=project_id, user_id=user_id), store.backend),
+        ProjectMemoryStore(project_id, store.backend, redaction=policy),
+        GlobalMemoryStore(store.backend, user_id, confirm=confirm, redaction=policy),
+        None if task_of is None else TaskMemoryStore(task_of, store.backend, redaction=policy),
     )
 
 
@@ -270,6 +276,18 @@ def add(
         list[str] | None, typer.Option("--tag", metavar="TAG", help="A tag (repeatable).")
     ] = None,
     pin: Annotated[bool, typer.Option("--pin", help="Pin it: always offered first.")] = False,
+    source: Annotated[
+        str | None,
+        typer.Option("--source", metavar="WHO", help="Who said it (a turn's speaker, a tool)."),
+    ] = None,
+    no_redaction: Annotated[
+        bool,
+        typer.Option("--no-redaction", help="Store the text as given: no secret is masked."),
+    ] = False,
+    no_decider: Annotated[
+        bool,
+        typer.Option("--no-decider", help="Store it even if it is only small talk."),
+    ] = False,
     project: Project = None,
     user: User = None,
     yes: Yes = False,
@@ -277,25 +295,41 @@ def add(
 ) -> None:
     """Remember TEXT (- for stdin, or --file PATH) in project or global memory.
 
-    A global preference asks first. What the memory already holds (the same kind, nearly the
-    same meaning) is not stored twice: the held memory is strengthened, and the output says
-    which it was.
+    It takes the write path (docs/ingestion.md): secrets and personal data are masked
+    (--no-redaction stores the text as given), and a conversation turn (--kind turn) that is
+    only small talk is not stored (--no-decider stores it). A global preference asks first.
+    What the memory already holds (the same kind, nearly the same meaning) is not stored
+    twice: the held memory is strengthened, and the output says which it was.
     """
     body = _read_text(text, file)  # before opening: bad input creates no store
-    scope = _open(ctx, project, user, access=Access.CREATE, embed=True, yes=yes)
+    scope = _open(
+        ctx, project, user, access=Access.CREATE, embed=True, yes=yes, redact=not no_redaction
+    )
     (store,) = scope.stores(tier)
     item = store.new_item(
         kind,
         body,
         importance=importance,
         tags=tag or (),
+        source=source,
         status=Status.PINNED if pin else Status.CONFIRMED,
     )
+    verdict, trouble = decide_safely(None if no_decider else DEFAULT_DECIDER, item)
+    if trouble is not None:  # pragma: no cover - the default decider does not fail
+        err_console().print(Text(f"note: {trouble}; stored anyway"))
+    if not verdict.keep:
+        _report_dropped(ctx, json_output, store, item, verdict.reason)
+        return
     (outcome,) = store.add_outcomes([item])
+    if outcome.redacted and not _json(ctx, json_output):
+        found = ", ".join(f"{kind} x{n}" for kind, n in sorted(outcome.redacted.items()))
+        err_console().print(Text(f"redacted before storing: {found}"))
     if _json(ctx, json_output):
         data = item_json(outcome.item)
         data["merged_into"] = outcome.merged_into
         data["similarity"] = outcome.similarity
+        data["redacted"] = outcome.redacted
+        data["dropped"] = None
         emit_json(data)
     elif outcome.merged:
         console().print(
@@ -306,6 +340,21 @@ def add(
         )
     else:
         console().print(Text(f"added {item.id} to {store.namespace} ({item.kind})"))
+
+
+def _report_dropped(
+    ctx: typer.Context, json_output: bool, store: TierStore, item: ContextItem, reason: str
+) -> None:
+    """Say that the decider judged ``item`` not worth a memory, and how to store it anyway."""
+    if _json(ctx, json_output):
+        emit_json({"id": None, "namespace": store.namespace, "dropped": reason})
+        return
+    console().print(
+        Text(
+            f"not stored: the decider drops this {item.kind} as {reason.replace('_', '-')} "
+            "(--no-decider stores it)"
+        )
+    )
 
 
 # ---------------------------------------------------------------------------- reads

@@ -12,6 +12,7 @@ from agent_engine.ingest.decide import (
     MemoryDecider,
     Reason,
     RuleDecider,
+    decide_safely,
 )
 from agent_engine.ingest.events import EVENT_FIELDS, IngestEvent
 from agent_engine.ingest.queue import BackfillReport, Enqueued, IngestQueue, check_events
@@ -35,4 +36,5 @@ __all__ = [
     "Reason",
     "RuleDecider",
     "check_events",
+    "decide_safely",
 ]

@@ -24,7 +24,14 @@ import attrs
 
 from agent_engine.models import ContextItem
 
-__all__ = ["DEFAULT_DECIDER", "Decision", "MemoryDecider", "Reason", "RuleDecider"]
+__all__ = [
+    "DEFAULT_DECIDER",
+    "Decision",
+    "MemoryDecider",
+    "Reason",
+    "RuleDecider",
+    "decide_safely",
+]
 
 
 class Reason:
@@ -135,3 +142,22 @@ class RuleDecider:
 
 DEFAULT_DECIDER = RuleDecider()
 """The decider the write path uses unless given another."""
+
+
+def decide_safely(decider: MemoryDecider | None, item: ContextItem) -> tuple[Decision, str | None]:
+    """``decider``'s verdict on ``item``, and why it could not give one (``None``: it could).
+
+    A decider is often the user's code. One that raises, or answers something other than a
+    :class:`Decision` (a drop without a reason included), keeps the item: dropping is the one
+    thing a failing decider must not do. The error comes back for the caller to report. No
+    decider keeps everything.
+    """
+    if decider is None:
+        return Decision.kept(), None
+    try:
+        verdict = decider.decide(item)
+    except Exception as error:  # noqa: BLE001 - the user's code; contained and reported
+        return Decision.kept(), f"decider raised {type(error).__name__}: {error}"
+    if not isinstance(verdict, Decision) or (not verdict.keep and not verdict.reason):
+        return Decision.kept(), f"decider returned {verdict!r}, not a Decision with a reason"
+    return verdict, None

@@ -41,7 +41,7 @@ from agent_engine.errors import (
     EmbeddingError,
     ValidationError,
 )
-from agent_engine.ingest.decide import DEFAULT_DECIDER, Decision, MemoryDecider
+from agent_engine.ingest.decide import DEFAULT_DECIDER, Decision, MemoryDecider, decide_safely
 from agent_engine.ingest.events import IngestEvent
 from agent_engine.ingest.queue import IngestQueue
 from agent_engine.memory.queue import Finished, QueuedEvent, State
@@ -300,17 +300,10 @@ class IngestWorker:
                 batch.finished.append(Finished(row.seq, State.DONE, f"stored:{outcome.item.id}"))
 
     def _decide(self, item: ContextItem, batch: _Batch) -> Decision:
-        """The decider's verdict, or "keep" when there is no decider or it failed."""
-        if self.decider is None:
-            return Decision.kept()
-        try:
-            verdict = self.decider.decide(item)
-        except Exception as error:  # noqa: BLE001 - a user's decider; contained
-            batch.errors.append(f"decider raised {type(error).__name__}: {error}")
-            return Decision.kept()
-        if not isinstance(verdict, Decision) or (not verdict.keep and not verdict.reason):
-            batch.errors.append(f"decider returned {verdict!r}, not a Decision with a reason")
-            return Decision.kept()
+        """The decider's verdict; "keep", with the error reported, when the decider failed."""
+        verdict, error = decide_safely(self.decider, item)
+        if error is not None:
+            batch.errors.append(error)
         return verdict
 
     def _failed(self, row: QueuedEvent, error: BaseException, batch: _Batch) -> None:

@@ -436,8 +436,13 @@ class TierStore:
         self._check_conflicts(inserted)
         self._after_add()
         stored = {item.id: item for item in (*inserted, *plan.held)}
+        found = {entry.item.id: dict(entry.found) for entry in redacted if entry.found}
         return [
-            attrs.evolve(outcome, item=stored.get(outcome.item.id, outcome.item))
+            attrs.evolve(
+                outcome,
+                item=stored.get(outcome.item.id, outcome.item),
+                redacted=found.get(outcome.given.id, {}),
+            )
             for outcome in plan.outcomes
         ]
 

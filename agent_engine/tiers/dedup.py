@@ -128,13 +128,15 @@ class AddOutcome:
 
     ``item`` is what the store holds for it: the item itself as stored, or the held item it
     was merged into, as the merge left it. ``given`` is the item as given (its id as the store
-    writes it). ``similarity``: the cosine similarity to what it merged into (1.0 for the same
-    text), ``None`` when it was stored.
+    writes it, redacted). ``similarity``: the cosine similarity to what it merged into (1.0
+    for the same text), ``None`` when it was stored. ``redacted``: what the store's redaction
+    policy found in it, by kind (``docs/ingestion.md``), empty when nothing was.
     """
 
     item: ContextItem
     given: ContextItem
     similarity: float | None = None
+    redacted: dict[str, int] = attrs.field(factory=dict)
 
     @property
     def merged(self) -> bool:

@@ -170,5 +170,8 @@ class TestBenchArguments:
         """A part that does not exist is refused by the runner's parser (exit 2)."""
         result = cli("bench", "speed")
         assert result.code == 2
-        parts = "quality, cost, currentness, aging, conflicts, dedup, redaction, decider, ingest, processes"
+        parts = (
+            "quality, cost, currentness, aging, conflicts, dedup, redaction, decider, ingest, "
+            "processes"
+        )
         assert f"'speed' is not a part of the suite ({parts})" in result.err

@@ -160,3 +160,40 @@ class TestWorkerProcess:
         listed = sql_cli("memory", "list", "--limit", "1000", "--json").json()
         assert len(listed) == 400
         assert len({i["text"] for i in listed}) == 400
+
+
+class TestMemoryAdd:
+    """``memory add`` takes the same path: redaction and the decider, each with a way around."""
+
+    SECRET = "mail dana.kowalski@example.com about the invoice"  # noqa: S105 - a fake address
+
+    def test_small_talk_is_not_stored_unless_asked(self, sql_cli):
+        args = ("--embedder", "hashing", "memory", "add", "--kind", "turn", "--source", "Nate")
+        dropped = sql_cli(*args, "Nate: Thanks so much!")
+        assert dropped.code == 0, dropped.err
+        assert "not stored: the decider drops this turn as acknowledgement" in dropped.out
+        as_json = sql_cli(*args, "Nate: haha", "--json").json()
+        assert (as_json["id"], as_json["dropped"]) == (None, "chit_chat")
+        assert sql_cli("memory", "list", "--json").json() == []
+        kept = sql_cli(*args, "Nate: Thanks so much!", "--no-decider")
+        assert "added " in kept.out
+        note = sql_cli("--embedder", "hashing", "memory", "add", "Thanks so much!")
+        assert "added " in note.out  # a note was written on purpose: not judged
+
+    def test_secrets_are_masked_and_said_so_unless_asked(self, sql_cli):
+        masked = sql_cli("--embedder", "hashing", "memory", "add", self.SECRET, "--json").json()
+        assert masked["text"] == "mail [REDACTED:email] about the invoice"
+        assert masked["redacted"] == {"email": 1}
+        shown = sql_cli("--embedder", "hashing", "memory", "add", self.SECRET + " twice")
+        assert "redacted before storing: email x1" in shown.err
+        raw = sql_cli(
+            "--embedder",
+            "hashing",
+            "memory",
+            "add",
+            self.SECRET + " again",
+            "--no-redaction",
+            "--json",
+        ).json()
+        assert raw["text"] == self.SECRET + " again"
+        assert raw["redacted"] == {}

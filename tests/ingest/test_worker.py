@@ -5,7 +5,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from agent_engine import MemoryStores
-from agent_engine.ingest import Backoff, Decision, IngestQueue, IngestWorker
+from agent_engine.ingest import (
+    DEFAULT_DECIDER,
+    Backoff,
+    Decision,
+    IngestEvent,
+    IngestQueue,
+    IngestWorker,
+    decide_safely,
+)
 
 from .conftest import FlakyEmbedder
 
@@ -211,3 +219,20 @@ class TestFailures:
             assert len(report.errors) == 1
             assert stores.project_store("chat").count() == 1
             backend.close()
+
+
+class TestDecideSafely:
+    def test_a_working_decider_is_heard(self):
+        item = IngestEvent("Nate: haha", kind="turn", source="Nate", idempotency_key="k").item()
+        assert decide_safely(DEFAULT_DECIDER, item) == (Decision.dropped("chit_chat"), None)
+        assert decide_safely(None, item) == (Decision.kept(), None)
+
+    def test_a_failing_decider_keeps_the_item_and_says_why(self):
+        class Raises:
+            def decide(self, item):
+                raise KeyError("no model")
+
+        item = IngestEvent("Nate: haha", kind="turn", idempotency_key="k").item()
+        verdict, error = decide_safely(Raises(), item)
+        assert verdict.keep
+        assert error == "decider raised KeyError: 'no model'"

@@ -39,6 +39,14 @@ class TestWrites:
             stored.id
         ]
 
+    def test_the_outcome_says_what_was_redacted(self, project):
+        secret, plain = project.add_outcomes(
+            [project.new_item("note", SECRET_TEXT), project.new_item("note", "nothing here")]
+        )
+        assert secret.redacted == {"github_token": 1, "email": 1}
+        assert secret.given.text == MASKED
+        assert plain.redacted == {}
+
     def test_the_vector_is_of_the_redacted_text(self, project, backend):
         stored = project.add(project.new_item("note", SECRET_TEXT))
         held = backend.get(stored.id)

@@ -181,7 +181,10 @@ class TestRunnerArguments:
         with pytest.raises(SystemExit) as exit_info:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
-        parts = "quality, cost, currentness, aging, conflicts, dedup, redaction, decider, ingest, processes"
+        parts = (
+            "quality, cost, currentness, aging, conflicts, dedup, redaction, decider, ingest, "
+            "processes"
+        )
         message = f"'speed' is not a part of the suite ({parts})"
         assert message in capsys.readouterr().err
 
