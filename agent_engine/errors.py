@@ -47,6 +47,7 @@ __all__ = [
     "DuplicateItemError",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "ExtractionError",
     "FilterError",
     "FilterTooLargeError",
     "IndexCorruptError",
@@ -217,6 +218,10 @@ class ConfirmationDeclined(AgentEngineError):  # noqa: N818 - the name reads as 
 
 class EmbeddingError(AgentEngineError):
     """No embedding model could be loaded, or the model failed on the input."""
+
+
+class ExtractionError(AgentEngineError):
+    """An extractor's answer could not be read as memories (no JSON array in it)."""
 
 
 class BackendError(AgentEngineError):
