@@ -32,6 +32,12 @@ from agent_engine.assembler.policies import (
     Scorer,
     SemanticScorer,
 )
+from agent_engine.assembler.query import (
+    DEFAULT_QUERY_BUILDER,
+    HistoryQuery,
+    QueryBuilder,
+    RewriteQuery,
+)
 from agent_engine.assembler.render import Layout, RenderFormat
 
 __all__ = [
@@ -40,8 +46,10 @@ __all__ = [
     "ContextAssembler",
     "ContextPackage",
     "DEFAULT_POLICIES",
+    "DEFAULT_QUERY_BUILDER",
     "FrequencyScorer",
     "GatherLimits",
+    "HistoryQuery",
     "HybridScorer",
     "ImportanceScorer",
     "Layout",
@@ -50,10 +58,12 @@ __all__ = [
     "Omission",
     "OmissionReason",
     "Policy",
+    "QueryBuilder",
     "RRFScorer",
     "RandomScorer",
     "RecencyScorer",
     "RenderFormat",
+    "RewriteQuery",
     "Scorer",
     "Selection",
     "SelectionReason",

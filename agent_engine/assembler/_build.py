@@ -30,7 +30,8 @@ __all__ = ["Build"]
 class Build:
     """The state of one ``build_context`` call.
 
-    ``query``: what the step is about (the request's query, else the task's description).
+    ``query``: what the candidates are ranked against: the request's query (else the task's
+    description), as the assembler's query builder made it.
     ``reads``: every backend read goes through it, and it records the tiers that failed.
     ``query_vectors``: the query's embeddings so far, shared by the tiers that embed alike.
     """
@@ -44,10 +45,6 @@ class Build:
     now: datetime
     reads: FailOpen
     log: Any
+    query: str
     query_vectors: QueryVectors = attrs.field(factory=dict)
     started: float = attrs.field(factory=time.perf_counter)
-
-    @property
-    def query(self) -> str:
-        """What the candidates are ranked against."""
-        return self.request.query or self.task.description

@@ -47,12 +47,13 @@ from agent_engine.assembler.package import ContextPackage, SelectionReason
 from agent_engine.assembler.packer import Packer, Taken
 from agent_engine.assembler.plans import TierPlan, plan_tiers
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy, resolve_policy
+from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder
 from agent_engine.assembler.widening import widen
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.models import ContextRequest, Task, Tier, utcnow
-from agent_engine.tiers.base import by_backend, record_access
+from agent_engine.tiers.base import TierStore, by_backend, record_access
 from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -83,6 +84,9 @@ class ContextAssembler:
     ``stores`` opens the tiers' stores (:class:`~agent_engine.tiers.stores.MemoryStores`);
     a backend instead means every tier on it, with the stores' default settings. ``clock``
     is the time builds judge expiry and recency by (by default the stores' clock).
+    ``query_builder`` makes what each build ranks against from the request and the task's
+    last items (:mod:`.query`: by default the request, after the last turns when it is
+    vague; ``None``: the request as given).
     """
 
     def __init__(
@@ -94,8 +98,16 @@ class ContextAssembler:
         policies: Mapping[str, Policy] = DEFAULT_POLICIES,
         clock: Callable[[], datetime] | None = None,
         strict: bool = False,
+        query_builder: QueryBuilder | None = DEFAULT_QUERY_BUILDER,
         **tier_settings: object,
     ) -> None:
+        if query_builder is not None and not isinstance(query_builder, QueryBuilder):
+            raise ValidationError(
+                "query_builder must have history_turns and build_query(request, history), "
+                f"got {type(query_builder).__name__}",
+                field="query_builder",
+            )
+        self.query_builder = query_builder
         self.stores = _stores(stores, clock, tier_settings)
         self.config = config or AssemblerConfig()
         self.counter = counter
@@ -169,17 +181,33 @@ class ContextAssembler:
             request, shares=config.shares, profiles=config.profiles, spill_order=config.spill_order
         )
         log = get_logger(task=task.id, project=task.project_id, policy=policy.name)
+        stores = self.stores.for_task(task)
+        reads = FailOpen(strict=strict, log=log)
         return Build(
             task=task,
             request=request,
             config=config,
             policy=policy,
             budget=budget,
-            stores=self.stores.for_task(task),
+            stores=stores,
             now=self.clock(),
-            reads=FailOpen(strict=strict, log=log),
+            reads=reads,
             log=log,
+            query=self._query(request.query or task.description, stores[Tier.TASK], reads),
         )
+
+    def _query(self, request: str, timeline: TierStore, reads: FailOpen) -> str:
+        """What the build ranks against: the query builder's, from the task's last items."""
+        builder = self.query_builder
+        if builder is None:
+            return request
+        wanted = builder.history_turns(request)
+        newest = (
+            reads.run((Tier.TASK,), "history", lambda: timeline.query(None, limit=wanted))
+            if wanted
+            else None
+        )
+        return builder.build_query(request, list(reversed(newest or [])))
 
     def _pack(self, build: Build, plans: dict[Tier, TierPlan]) -> _Packed:
         """Fill the budget from the plans, gathering wider while room is left (step 4).

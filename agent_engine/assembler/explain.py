@@ -58,4 +58,5 @@ def explain(
         failures=tuple(build.reads.failures),
         candidate_tokens=candidate_tokens,
         conflicts=tuple(packer.conflicts_shown()),
+        query=build.query,
     )

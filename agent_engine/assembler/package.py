@@ -29,11 +29,13 @@ __all__ = [
     "TierUsage",
 ]
 
-FailurePhase = Literal["gather", "widen", "access", "conflicts"]
-"""When a tier's backend failed: ``gather`` (the first read of its candidates: the tier has no
-items in the package), ``widen`` (a wider second gather: the tier keeps what its first gather
-found), ``access`` (recording the accesses of its chosen items: they are in the package),
-``conflicts`` (reading its open conflicts: its items are in the package, unmarked)."""
+FailurePhase = Literal["history", "gather", "widen", "access", "conflicts"]
+"""When a tier's backend failed: ``history`` (reading the task's last items for the query
+builder: the query was built without them), ``gather`` (the first read of its candidates:
+the tier has no items in the package), ``widen`` (a wider second gather: the tier keeps what
+its first gather found), ``access`` (recording the accesses of its chosen items: they are in
+the package), ``conflicts`` (reading its open conflicts: its items are in the package,
+unmarked)."""
 
 
 class SelectionReason(enum.StrEnum):
@@ -148,6 +150,9 @@ class ContextPackage:
     candidate_tokens: int = 0
     conflicts: tuple[MarkedConflict, ...] = ()
     """The open conflicts both of whose items were selected, as the render marks them."""
+    query: str = ""
+    """What the candidates were ranked against: the request's query as the assembler's query
+    builder made it (with the last turns before a vague request, or a rewrite)."""
 
     @property
     def items(self) -> tuple[ContextItem, ...]:

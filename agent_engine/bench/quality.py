@@ -25,6 +25,7 @@ import attrs
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.package import Selection
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
+from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder
 from agent_engine.bench.locomo import CATEGORIES, Conversation
 from agent_engine.embeddings import Embedder
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -34,7 +35,15 @@ from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.views import View
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
-__all__ = ["BASELINES", "QualityConfig", "run_quality", "split_of"]
+__all__ = [
+    "BASELINES",
+    "OVERALL",
+    "QualityConfig",
+    "conversation_stores",
+    "run_quality",
+    "split_of",
+    "turn_id",
+]
 
 BASELINES = ("random", "recency", "importance", "lexical", "semantic")
 """The baseline policies every result is reported beside."""
@@ -60,6 +69,9 @@ class QualityConfig:
     page it back in: what the archive costs in recall, against an unlimited store."""
     drop_archive: bool = False
     """Forget what the limit archived: eviction as it was before the archive (it deleted)."""
+    query_builder: QueryBuilder | None = DEFAULT_QUERY_BUILDER
+    """What the assembler ranks against (:mod:`agent_engine.assembler.query`; ``None``: the
+    question as asked)."""
 
 
 def split_of(index: int) -> str:
@@ -67,13 +79,14 @@ def split_of(index: int) -> str:
     return "tuning (0-4)" if index < TUNING_CONVERSATIONS else "held-out (5-9)"
 
 
-def _stores(
+def conversation_stores(
     conversation: Conversation,
     embedder: Embedder,
     counter: TokenCounter,
     config: QualityConfig,
     policies: Mapping[str, Policy],
 ) -> tuple[ContextAssembler, Task]:
+    """The stores of one conversation as the quality part sets them up (see the module)."""
     backend = InMemoryBackend(embedder=embedder)
     end = conversation.ends_at + timedelta(days=1)
     assembler = ContextAssembler(
@@ -86,6 +99,7 @@ def _stores(
         config=AssemblerConfig(track_access=False),
         counter=counter,
         policies=policies,
+        query_builder=config.query_builder,
     )
     task = Task(id=conversation.sample_id, project_id=conversation.sample_id)
     live = config.live_turns
@@ -102,7 +116,7 @@ def _stores(
     return assembler, task
 
 
-def _turn(selection: Selection) -> str:
+def turn_id(selection: Selection) -> str:
     """The dataset's own id of a selected turn (stores prefix ids with their scope)."""
     return local_id(selection.item.namespace, selection.item.id)
 
@@ -124,7 +138,7 @@ def run_quality(
     config = config or QualityConfig()
     records: list[dict[str, Any]] = []
     for conversation in conversations:
-        assembler, task = _stores(conversation, embedder, counter, config, policies)
+        assembler, task = conversation_stores(conversation, embedder, counter, config, policies)
         for question in conversation.questions:
             evidence = set(question.evidence)
             for policy in config.policies:
@@ -142,21 +156,21 @@ def run_quality(
                         task,
                         ContextRequest(budget_tokens=budget, query=question.text, policy=policy),
                     )
-                    included = {_turn(selection) for selection in package.selections}
+                    included = {turn_id(selection) for selection in package.selections}
                     found = len(evidence & included)
                     record["recall"][budget] = found / len(evidence)
                     record["full"][budget] = found == len(evidence)
                     largest = package
                 if largest is not None:
-                    ranked = sorted(largest.selections, key=lambda s: (-s.score, _turn(s)))
+                    ranked = sorted(largest.selections, key=lambda s: (-s.score, turn_id(s)))
                     for k in config.recall_at:
-                        top = {_turn(s) for s in ranked[:k]}
+                        top = {turn_id(s) for s in ranked[:k]}
                         record["recall"][f"@{k}"] = len(evidence & top) / len(evidence)
                 records.append(record)
             if progress is not None:
                 progress(1)
     return {
-        "config": attrs.asdict(config),
+        "config": {**attrs.asdict(config), "query_builder": repr(config.query_builder)},
         "records": records,
         "summary": summarize(records, config),
     }

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_engine.bench import aging, deciding, dedup, ingesting, processes, redaction
+from agent_engine.bench import aging, deciding, dedup, ingesting, processes, querying, redaction
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -254,6 +254,8 @@ def _write_path_sections(results: dict[str, Any]) -> list[str]:
             "",
             *ingesting.table(results["ingest"]),
         ]
+    if "query" in results:
+        lines += ["## Query building: history in the query", "", *querying.table(results["query"])]
     return lines
 
 

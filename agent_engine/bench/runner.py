@@ -22,6 +22,7 @@ from agent_engine.bench.ingesting import IngestBenchConfig, run_ingest
 from agent_engine.bench.processes import STORES, ProcessesConfig, run_processes
 from agent_engine.bench.processes import check as processes_check
 from agent_engine.bench.quality import QualityConfig, run_quality
+from agent_engine.bench.querying import QueryBenchConfig, run_query_building
 from agent_engine.bench.redaction import RedactionBenchConfig, run_redaction
 from agent_engine.bench.report import write_report
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
@@ -39,6 +40,7 @@ PARTS = (
     "redaction",
     "decider",
     "ingest",
+    "query",
     "processes",
 )
 """The parts of the suite, in the order they run."""
@@ -74,6 +76,7 @@ class SuiteOptions:
     dedup: DedupBenchConfig = attrs.field(factory=DedupBenchConfig)
     redaction: RedactionBenchConfig = attrs.field(factory=RedactionBenchConfig)
     ingest: IngestBenchConfig = attrs.field(factory=IngestBenchConfig)
+    query: QueryBenchConfig = attrs.field(factory=QueryBenchConfig)
     processes: ProcessesConfig = attrs.field(factory=ProcessesConfig)
 
 
@@ -116,6 +119,18 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         advance = progress("quality (questions)", total) if progress else None
         results["quality"] = run_quality(
             conversations, embedder, counter=counter, config=options.quality, progress=advance
+        )
+    if "query" in options.parts:
+        conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
+        embedder = _embedder(options.embedder or "minilm")
+        total = 5 * sum(len(c.questions) for c in conversations)
+        advance = progress("query building (questions)", total) if progress else None
+        results["query"] = run_query_building(
+            conversations,
+            embedder,
+            counter=_counter(options.counter, embedder),
+            config=options.query,
+            progress=advance,
         )
     if "cost" in options.parts:
         advance = (

@@ -118,6 +118,17 @@ class TestTierFailure:
         assert package.render() == ""
         assert [f.tier for f in package.failures] == [Tier.TASK, Tier.PROJECT, Tier.GLOBAL]
 
+    def test_a_vague_request_without_its_history_is_asked_as_given(self, assembler, backends):
+        """The task's last turns cannot be read: the query is the request, the package says so."""
+        backends[Tier.TASK].reads_fail = True
+        request = ContextRequest(budget_tokens=500, query="What about that?")
+        package = assembler.build_context(TASK, request)
+        assert package.query == "What about that?"
+        assert [(f.tier, f.phase) for f in package.failures] == [
+            (Tier.TASK, "history"),
+            (Tier.TASK, "gather"),
+        ]
+
     def test_strict_assembler_raises(self, backends):
         """An assembler built with strict=True lets the backend's error through."""
         strict = ContextAssembler(MemoryStores(project_backend=backends[Tier.PROJECT]), strict=True)
