@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
 
+import attrs
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -262,17 +263,7 @@ def _report_line(report: IngestReport) -> str:
 
 
 def _report_json(report: IngestReport) -> dict[str, Any]:
-    return {
-        "batches": report.batches,
-        "claimed": report.claimed,
-        "stored": report.stored,
-        "merged": report.merged,
-        "found_stored": report.found_stored,
-        "dropped": report.dropped,
-        "retried": report.retried,
-        "dead": report.dead,
-        "errors": report.errors,
-    }
+    return attrs.asdict(report)
 
 
 @app.command()
@@ -315,17 +306,9 @@ def status(
 
 
 def _letter_json(letter: DeadLetter) -> dict[str, Any]:
-    return {
-        "seq": letter.seq,
-        "origin": letter.origin,
-        "reason": letter.reason,
-        "failures": letter.failures,
-        "failed_at": letter.failed_at.isoformat() if letter.failed_at else None,
-        "tier": letter.tier,
-        "namespace": letter.namespace,
-        "idempotency_key": letter.idempotency_key,
-        "event": letter.event,
-    }
+    data = attrs.asdict(letter)
+    data["failed_at"] = letter.failed_at.isoformat() if letter.failed_at else None
+    return data
 
 
 def _dead_table(letters: list[DeadLetter], total: int) -> Table:

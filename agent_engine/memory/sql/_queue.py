@@ -45,20 +45,7 @@ class SQLQueueStore:
         if not events:
             return []
         at = encode_time(now)
-        rows = [
-            {
-                "tier": event.tier,
-                "namespace": event.namespace,
-                "idempotency_key": event.idempotency_key,
-                "event": event.event,
-                "state": State.PENDING,
-                "claims": 0,
-                "failures": 0,
-                "available_at": at,
-                "enqueued_at": at,
-            }
-            for event in events
-        ]
+        rows = [_pending(event, at) for event in events]
 
         def work(connection: sa.Connection) -> set[tuple[str, str, str]]:
             insert = _insert(connection)
@@ -278,20 +265,7 @@ class SQLQueueStore:
                     rows += connection.execute(base.where(_d.seq.in_(chunk)).order_by(_d.seq))
             if not rows:
                 return []
-            queued = [
-                {
-                    "tier": row.tier,
-                    "namespace": row.namespace,
-                    "idempotency_key": row.idempotency_key,
-                    "event": row.event,
-                    "state": State.PENDING,
-                    "claims": 0,
-                    "failures": 0,
-                    "available_at": at,
-                    "enqueued_at": at,
-                }
-                for row in rows
-            ]
+            queued = [_pending(row, at) for row in rows]
             connection.execute(_insert(connection).on_conflict_do_nothing(), queued)
             for chunk in _chunks([row.seq for row in rows]):
                 connection.execute(ingest_dead.delete().where(_d.seq.in_(chunk)))
@@ -307,6 +281,21 @@ class SQLQueueStore:
         )
         result = self._write(lambda connection: connection.execute(statement))
         return int(result.rowcount or 0)
+
+
+def _pending(event: QueuedEvent | Any, at: int) -> dict[str, Any]:
+    """The row of ``event`` (a queued event, or a dead letter's row) queued anew at ``at``."""
+    return {
+        "tier": event.tier,
+        "namespace": event.namespace,
+        "idempotency_key": event.idempotency_key,
+        "event": event.event,
+        "state": State.PENDING,
+        "claims": 0,
+        "failures": 0,
+        "available_at": at,
+        "enqueued_at": at,
+    }
 
 
 def _insert(connection: sa.Connection) -> Any:
