@@ -47,12 +47,12 @@ from agent_engine.assembler.package import ContextPackage, SelectionReason
 from agent_engine.assembler.packer import Packer, Taken
 from agent_engine.assembler.plans import TierPlan, plan_tiers
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy, resolve_policy
-from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder
+from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder, checked_query
 from agent_engine.assembler.widening import widen
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
-from agent_engine.models import ContextRequest, Task, Tier, utcnow
+from agent_engine.models import ContextItem, ContextRequest, Task, Tier, utcnow
 from agent_engine.tiers.base import TierStore, by_backend, record_access
 from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import GlobalMemoryStore
@@ -201,13 +201,20 @@ class ContextAssembler:
         builder = self.query_builder
         if builder is None:
             return request
-        wanted = builder.history_turns(request)
-        newest = (
-            reads.run((Tier.TASK,), "history", lambda: timeline.query(None, limit=wanted))
-            if wanted
-            else None
-        )
-        return builder.build_query(request, list(reversed(newest or [])))
+
+        def history(count: int) -> list[ContextItem]:
+            newest = reads.run((Tier.TASK,), "history", lambda: timeline.query(None, limit=count))
+            return list(reversed(newest or []))
+
+        try:
+            return checked_query(builder, request, history)
+        except Exception as error:  # a builder of the user's: the build goes on without it
+            if reads.strict:
+                raise
+            get_logger(component="query").warning(
+                "query_builder_failed", builder=type(builder).__name__, error=str(error)
+            )
+            return request
 
     def _pack(self, build: Build, plans: dict[Tier, TierPlan]) -> _Packed:
         """Fill the budget from the plans, gathering wider while room is left (step 4).

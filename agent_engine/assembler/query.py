@@ -28,7 +28,14 @@ from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem
 from agent_engine.retrieval.text import STOPWORDS, words
 
-__all__ = ["DEFAULT_QUERY_BUILDER", "HistoryQuery", "QueryBuilder", "RewriteQuery", "vague"]
+__all__ = [
+    "DEFAULT_QUERY_BUILDER",
+    "HistoryQuery",
+    "QueryBuilder",
+    "RewriteQuery",
+    "checked_query",
+    "vague",
+]
 
 _POINTING = frozenset(
     {"much", "many", "one", "ones", "thing", "things", "else", "another", "other", "others"}
@@ -156,12 +163,34 @@ class RewriteQuery:
 
     def _fallback(self, request: str, history: Sequence[ContextItem], why: str) -> str:
         get_logger(component="query").warning("query_rewrite_failed", error=why)
-        return self.base.build_query(request, _last(history, self.base.history_turns(request)))
+        try:
+            return self.base.build_query(request, _last(history, self.base.history_turns(request)))
+        except Exception as error:  # noqa: BLE001 - a base of the user's; contained too
+            get_logger(component="query").warning("query_base_failed", error=str(error))
+            return request
 
 
 def _last(history: Sequence[ContextItem], count: int) -> list[ContextItem]:
     """The last ``count`` items (none for 0, where ``history[-0:]`` would be all)."""
     return list(history[-count:]) if count else []
+
+
+def checked_query(
+    builder: QueryBuilder, request: str, history: Callable[[int], Sequence[ContextItem]]
+) -> str:
+    """``builder``'s query for ``request``, the history it wants read through ``history``.
+
+    Raises :class:`~agent_engine.errors.ValidationError` when the builder answers nonsense
+    (a count that is not one, a query that is not text); the assembler then ranks against
+    the request as given.
+    """
+    wanted = builder.history_turns(request)
+    if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 0:
+        raise ValidationError(f"history_turns gave {wanted!r}, not a count", field="history_turns")
+    query = builder.build_query(request, history(wanted) if wanted else [])
+    if not isinstance(query, str):
+        raise ValidationError(f"build_query gave {query!r:.200}, not text", field="build_query")
+    return query
 
 
 DEFAULT_QUERY_BUILDER = HistoryQuery()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -90,12 +91,17 @@ def backfill(
     lines, total = _lines(file)
     defaults = {"project": project or default_project(), "user": user or default_user()}
     origin = "stdin" if file == "-" else Path(file).name
+    # What keys the lines without a key of their own: a file's full path (backfilled again,
+    # it queues nothing twice), or this one run of stdin.
+    source = f"stdin:{uuid.uuid4()}" if file == "-" else str(Path(file).resolve())
     queue = None if dry_run else _open(ctx, Access.CREATE)[1]
     with _progress(total, quiet=_json(ctx, json_output)) as advance:
         if queue is None:  # a dry run needs no store at all
             report = check_events(lines, progress=advance, defaults=defaults)
         else:
-            report = queue.backfill(lines, origin=origin, progress=advance, defaults=defaults)
+            report = queue.backfill(
+                lines, origin=origin, source=source, progress=advance, defaults=defaults
+            )
     data = {
         "dry_run": report.dry_run,
         "lines": report.lines,

@@ -341,9 +341,11 @@ class ExtractionHook:
         turns = list(reversed(newest))
         try:
             answer = self.extractor.extract(turns, final=final)
-            entries = list(answer)
         except Exception as error:  # noqa: BLE001 - the user's extractor; contained
             return self._failed(len(turns), f"{type(error).__name__}: {error}")
+        if not isinstance(answer, list | tuple):
+            return self._failed(len(turns), f"the extractor answered {answer!r:.200}, not a list")
+        entries = list(answer)
         good = [entry for entry in entries if isinstance(entry, Extracted)]
         rejected = [f"not an Extracted: {entry!r}" for entry in entries if entry not in good]
         events = []
@@ -353,7 +355,7 @@ class ExtractionHook:
                 continue
             try:
                 events.append(_event(task, entry))
-            except ValidationError as error:
+            except (ValidationError, ValueError, TypeError) as error:
                 rejected.append(f"{error} in {entry!r}")
         written = self._write(task, events)
         if rejected:
@@ -378,7 +380,8 @@ class ExtractionHook:
 
 
 def _event(task: Task, entry: Extracted) -> IngestEvent:
-    digest = hashlib.sha256(f"{entry.kind}\0{entry.text}".encode()).hexdigest()[:24]
+    basis = f"{entry.kind}\0{entry.text}".encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(basis).hexdigest()[:24]
     return IngestEvent(
         entry.text,
         kind=entry.kind,

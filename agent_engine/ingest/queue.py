@@ -122,10 +122,11 @@ class IngestQueue:
         return self.enqueue_many([event])[0]
 
     def enqueue_many(self, events: Iterable[IngestEvent | Any]) -> list[Enqueued]:
-        """Queue events in one transaction; say of each what became of it.
+        """Queue events (in one insert); say of each what became of it.
 
-        Each is redacted first. What is not an event goes to the dead letters with the
-        reason (``Enqueued.rejected``); the rest is queued.
+        Each is redacted first, and the redactions journaled. What is not an event goes to
+        the dead letters with the reason (``Enqueued.rejected``), the rest is queued: each is
+        its own transaction, so a rejected event never keeps the others out.
         """
         return self._enqueue([(event, _ORIGIN) for event in events])
 
@@ -140,10 +141,9 @@ class IngestQueue:
             try:
                 event = _event(raw).keyed(now)
             except ValidationError as error:
-                reason = str(error)
-                text = _raw_text(raw)
-                if self.redaction is not None:  # a dead letter is persisted too
-                    text = self.redaction.redact_text(text)[0]
+                # A dead letter is persisted too, reason and all: a reason may quote the
+                # value it refused.
+                reason, text = self._clean(str(error)), self._clean(_raw_text(raw))
                 letters.append(DeadLetter(event=text, reason=reason, origin=origin))
                 results[index] = Enqueued(None, None, rejected=reason)
                 continue
@@ -165,11 +165,15 @@ class IngestQueue:
                 scoped_id(event.namespace, event.item_id),
                 redacted=dict(redacted.found),
             )
-        self._journal(redactions)
+        journaled = self._journal(redactions)
         if letters:
             self.store.dead_letter(letters, now)
             self._log.warning("events_rejected", count=len(letters), first=letters[0].reason)
-        new = self.store.enqueue(rows, now)
+        try:
+            new = self.store.enqueue(rows, now)
+        except Exception as error:
+            self._abort(journaled, error)
+            raise
         for index, fresh in zip(at, new, strict=True):
             result = results[index]
             assert result is not None  # noqa: S101 - filled in above for every queued row
@@ -190,10 +194,36 @@ class IngestQueue:
             redacted,
         )
 
-    def _journal(self, redactions: list[tuple[IngestEvent, Redacted]]) -> None:
-        """One ``redact`` event per scope, as a store's write journals one (see redaction)."""
-        if self.audit is None or not redactions:
+    def _clean(self, text: str) -> str:
+        """``text`` with what the policy finds in it masked (as given without a policy)."""
+        return self.redaction.redact_text(text)[0] if self.redaction is not None else text
+
+    def _abort(self, journaled: list[AuditEvent], error: BaseException) -> None:
+        """The queueing the ``redact`` events announced did not happen: say so, as stores do."""
+        if self.audit is None:
             return
+        why = self._clean(f"{type(error).__name__}: {error}")
+        for intent in journaled:
+            self.audit.append(
+                AuditEvent(
+                    action=AuditAction.ABORT,
+                    tier=intent.tier,
+                    namespace=intent.namespace,
+                    item_ids=intent.item_ids,
+                    detail={"intent": intent.id, "error": why},
+                    at=self.clock(),
+                )
+            )
+
+    def _journal(self, redactions: list[tuple[IngestEvent, Redacted]]) -> list[AuditEvent]:
+        """One ``redact`` event per scope, journaled before the events are queued.
+
+        As a store's write journals one (see redaction). An event re-sent with a key queued
+        already was redacted too, and is journaled although it is not queued again.
+        """
+        if self.audit is None or not redactions:
+            return []
+        journaled: list[AuditEvent] = []
         scopes: dict[tuple[Tier, str], list[Redacted]] = {}
         for event, redacted in redactions:
             scopes.setdefault((event.tier, event.namespace), []).append(redacted)
@@ -202,16 +232,17 @@ class IngestQueue:
             ids = tuple(scoped_id(namespace, entry.item.id) for entry in found)
             items = [{**e.detail(), "id": i} for e, i in zip(found, ids, strict=True)]
             detail = {"items": items, "via": "ingest_queue"}
-            self.audit.append(
-                AuditEvent(
-                    action=AuditAction.REDACT,
-                    tier=tier,
-                    namespace=namespace,
-                    item_ids=ids,
-                    detail=detail,
-                    at=now,
-                )
+            intent = AuditEvent(
+                action=AuditAction.REDACT,
+                tier=tier,
+                namespace=namespace,
+                item_ids=ids,
+                detail=detail,
+                at=now,
             )
+            self.audit.append(intent)
+            journaled.append(intent)
+        return journaled
 
     # ------------------------------------------------------------------ backfill
 
@@ -223,20 +254,24 @@ class IngestQueue:
         dry_run: bool = False,
         progress: Callable[[int], None] | None = None,
         defaults: Mapping[str, Any] | None = None,
+        source: str | None = None,
     ) -> BackfillReport:
         """Queue the events of a JSONL stream, one JSON object per line.
 
         Blank lines are skipped; a line that is not an event goes to the dead letters as
         ``ORIGIN:LINE`` with the reason, and the rest is queued (500 lines per transaction).
-        A line without an idempotency key is keyed by ``ORIGIN``, its line number and its
-        content, so backfilling a file again queues none of it twice.
+        A line without an idempotency key is keyed by ``source`` (what the stream is: a
+        file's full path; default ``origin``), its line number and its content, so
+        backfilling a file again queues none of it twice, and two files' lines never share
+        a key.
         ``dry_run`` is :func:`check_events`: every line checked, nothing queued or recorded.
         ``progress`` is called with the number of lines read after each chunk. ``defaults``:
         fields an object that lacks them takes (a project, a kind for a whole file).
         """
         if dry_run:
             return check_events(lines, progress=progress, defaults=defaults)
-        return _read_lines(lines, self._backfill_chunk, origin, progress, defaults)
+        keys = _Keys(origin, source or origin)
+        return _read_lines(lines, self._backfill_chunk, keys, progress, defaults)
 
     def _backfill_chunk(
         self, report: BackfillReport, chunk: list[tuple[Any, str]], numbers: list[int]
@@ -284,7 +319,8 @@ def check_events(
     ``queued`` counts the lines that are events (duplicates are not looked for: that needs
     the queue); ``rejected`` the others, with their line numbers and reasons.
     """
-    return attrs.evolve(_read_lines(lines, _check_chunk, "", progress, defaults), dry_run=True)
+    report = _read_lines(lines, _check_chunk, _Keys("", ""), progress, defaults)
+    return attrs.evolve(report, dry_run=True)
 
 
 def _check_chunk(
@@ -306,10 +342,28 @@ def _check_chunk(
 _Chunk = Callable[[BackfillReport, list[tuple[Any, str]], list[int]], BackfillReport]
 
 
+@attrs.frozen
+class _Keys:
+    """Where a backfill's lines come from: the name dead letters show, and what keys them."""
+
+    origin: str
+    source: str
+    _digest: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        digest = hashlib.sha256(self.source.encode("utf-8", "surrogatepass")).hexdigest()
+        object.__setattr__(self, "_digest", digest[:16])
+
+    def key(self, number: int, line: str) -> str:
+        """The key of line ``number``: the source, the place, the content."""
+        content = hashlib.sha256(line.strip().encode("utf-8", "surrogatepass")).hexdigest()
+        return f"backfill:{self._digest}:{number}:{content[:16]}"
+
+
 def _read_lines(
     lines: Iterable[str],
     handle: _Chunk,
-    origin: str,
+    keys: _Keys,
     progress: Callable[[int], None] | None,
     defaults: Mapping[str, Any] | None,
 ) -> BackfillReport:
@@ -323,12 +377,11 @@ def _read_lines(
             continue
         parsed = _parsed_line(line)
         if isinstance(parsed, dict):
-            # A line without a key of its own gets one from its place and content: the same
-            # file backfilled again queues nothing twice, and a turn said twice stays two.
-            digest = hashlib.sha256(line.strip().encode()).hexdigest()[:16]
-            key = {"idempotency_key": f"{origin[-120:]}:{count}:{digest}"}
+            # A line without a key of its own gets one from its source, place and content:
+            # the same file backfilled again queues nothing twice, a turn said twice stays two.
+            key = {"idempotency_key": keys.key(count, line)}
             parsed = {**(defaults or {}), **key, **parsed}
-        chunk.append((parsed, f"{origin}:{count}"))
+        chunk.append((parsed, f"{keys.origin}:{count}"))
         numbers.append(count)
         if len(chunk) >= _BACKFILL_CHUNK:
             report = handle(report, chunk, numbers)

@@ -109,6 +109,9 @@ class _Batch:
     now: datetime
     finished: list[Finished] = attrs.field(factory=list)
     buried: list[tuple[int, str]] = attrs.field(factory=list)
+    """Events whose attempt failed for good (counted as a failure)."""
+    unread: list[tuple[int, str]] = attrs.field(factory=list)
+    """Events buried without an attempt: unreadable, or claimed too often."""
     failed: list[tuple[QueuedEvent, str]] = attrs.field(factory=list)
     stored: int = 0
     merged: int = 0
@@ -182,27 +185,42 @@ class IngestWorker:
 
         An idle worker polls every ``poll_s`` seconds. Finished events older than
         ``retention`` are purged on the way (their keys stop guarding against re-sends then;
-        the items' ids still do). ``on_batch`` sees each batch's report.
+        the items' ids still do). ``on_batch`` sees each batch's report. When the database
+        fails (a :class:`~agent_engine.errors.BackendError`), the worker waits, backing off
+        as for a failed event, and goes on; with ``until_idle`` it raises the error after
+        ``max_failures`` failures in a row.
         """
         total = IngestReport()
-        self.purge()
+        outages = 0
+        purge_at = 0.0
         while stop is None or not stop.is_set():
             if max_batches is not None and total.batches >= max_batches:
                 break
-            report = self.run_once()
+            try:
+                if time.monotonic() >= purge_at:
+                    self.purge()
+                    purge_at = time.monotonic() + _PURGE_EVERY_S
+                report = self.run_once()
+            except BackendError as error:
+                # The database is unreachable or busy past its retries: what this worker
+                # held goes back when its lease runs out. Wait and try again; a run that is
+                # to end once idle gives up after max_failures outages in a row.
+                outages += 1
+                if until_idle and outages >= self.max_failures:
+                    raise
+                wait = self.backoff.delay(outages)
+                self._log.warning("ingest_backend_down", error=str(error), retry_in_s=wait)
+                _wait(stop, wait)
+                continue
+            outages = 0
             if report.claimed:
                 total = total + report
                 if on_batch is not None:
                     on_batch(report)
-                if total.batches % 100 == 0:
-                    self.purge()
-                continue
-            if until_idle:
+            elif until_idle:
                 break
-            if stop is not None:
-                stop.wait(poll_s)
             else:
-                time.sleep(poll_s)
+                _wait(stop, poll_s)
         return total
 
     def purge(self) -> int:
@@ -218,19 +236,18 @@ class IngestWorker:
         batch = _Batch(now)
         scopes: dict[tuple[Tier, str], list[tuple[QueuedEvent, IngestEvent]]] = {}
         for row in claimed:
-            if row.claims > self.max_claims:
-                batch.buried.append(
-                    (row.seq, f"claimed {row.claims} times and never finished: a worker dies on it")
-                )
-                continue
             try:
                 event = IngestEvent.from_json(row.event)
             except ValidationError as error:
-                batch.buried.append((row.seq, f"not an event: {error}"))
+                batch.unread.append((row.seq, f"not an event: {error}"))
                 continue
             scopes.setdefault((event.tier, event.namespace), []).append((row, event))
         for entries in scopes.values():
-            self._store_scope(entries, batch)
+            try:
+                self._store_scope(entries, batch)
+            except Exception as error:  # noqa: BLE001 - the scope's store would not open
+                for row, _ in entries:
+                    self._failed(row, error, batch)
         return self._settle(claimed, batch)
 
     # ------------------------------------------------------------------ one scope
@@ -264,10 +281,13 @@ class IngestWorker:
             return
         fresh: list[_Entry] = []
         for entry in kept:
-            item_id = store.scoped_id(entry[2].id)
+            row, item_id = entry[0], store.scoped_id(entry[2].id)
             if item_id in held:  # stored by a worker that died before marking it done
                 batch.found_stored += 1
-                batch.finished.append(Finished(entry[0].seq, State.DONE, f"stored:{item_id}"))
+                batch.finished.append(Finished(row.seq, State.DONE, f"stored:{item_id}"))
+            elif row.claims > self.max_claims:
+                reason = f"claimed {row.claims} times and never finished: a worker dies on it"
+                batch.unread.append((row.seq, reason))
             else:
                 fresh.append(entry)
         self._write(store, fresh, batch)
@@ -328,6 +348,8 @@ class IngestWorker:
             retry_at = batch.now + timedelta(seconds=self.backoff.delay(row.failures + 1))
             store.fail(self.owner, [row.seq], reason, retry_at)
         store.bury(self.owner, batch.buried, batch.now)
+        store.bury(self.owner, batch.unread, batch.now, failed=False)
+        dead = [*batch.buried, *batch.unread]
         report = IngestReport(
             batches=1,
             claimed=len(claimed),
@@ -336,16 +358,16 @@ class IngestWorker:
             found_stored=batch.found_stored,
             dropped=dict(batch.dropped),
             retried=len(batch.failed),
-            dead=len(batch.buried),
+            dead=len(dead),
             errors=batch.errors,
         )
-        if batch.buried or batch.failed or batch.errors:
+        if dead or batch.failed or batch.errors:
             self._log.warning(
                 "ingest_batch_trouble",
-                dead=len(batch.buried),
+                dead=len(dead),
                 retried=len(batch.failed),
                 errors=batch.errors[:3],
-                first_dead=batch.buried[0][1] if batch.buried else None,
+                first_dead=dead[0][1] if dead else None,
             )
         self._log.debug(
             "ingest_batch",
@@ -361,3 +383,15 @@ class IngestWorker:
 def _owner() -> str:
     """A worker's name in its leases: host, process, and a random suffix (pids are reused)."""
     return f"{socket.gethostname()[:32]}:{os.getpid()}:{random.getrandbits(32):08x}"
+
+
+_PURGE_EVERY_S = 600.0
+"""How often a running worker forgets finished events past their retention."""
+
+
+def _wait(stop: threading.Event | None, seconds: float) -> None:
+    """Sleep ``seconds``, or until ``stop`` is set."""
+    if stop is not None:
+        stop.wait(seconds)
+    else:
+        time.sleep(seconds)

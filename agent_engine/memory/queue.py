@@ -8,8 +8,9 @@ has to run, and it is shared by every process that shares the memory.
 A :class:`QueueStore` knows rows, not memories: an event is JSON text under a tier, a
 namespace and an idempotency key, unique together. Claiming leases rows to one worker until a
 deadline; a worker that dies holds them only that long. Finishing, failing and burying act
-only on rows the worker still holds, so a worker whose lease ran out cannot undo what the
-next one did. What could not be stored goes to the dead letters, with the reason.
+only on rows the worker still holds, locked against a claim while they act, so a worker
+whose lease ran out cannot undo what the next one did. What could not be stored goes to the
+dead letters, with the reason.
 """
 
 from __future__ import annotations
@@ -128,8 +129,19 @@ class QueueStore(Protocol):
         """Give back events ``owner`` holds after an error, due again at ``retry_at``."""
         ...
 
-    def bury(self, owner: str, reasons: Sequence[tuple[int, str]], now: datetime) -> int:
-        """Move events ``owner`` holds to the dead letters, each with its reason."""
+    def bury(
+        self,
+        owner: str,
+        reasons: Sequence[tuple[int, str]],
+        now: datetime,
+        *,
+        failed: bool = True,
+    ) -> int:
+        """Move events ``owner`` holds to the dead letters, each with its reason.
+
+        ``failed``: the burial ends a failed attempt, which counts in ``failures`` (not so
+        for an event that never got that far: unreadable, or claimed too often).
+        """
         ...
 
     def dead_letter(self, letters: Sequence[DeadLetter], now: datetime) -> None:

@@ -174,3 +174,49 @@ class TestInTheAssembler:
         with pytest.raises(ValidationError) as raised:
             ContextAssembler(InMemoryBackend(), query_builder="history")
         assert raised.value.field == "query_builder"
+
+
+class TestContained:
+    """A builder of the user's that fails never fails a build: the request is ranked as given."""
+
+    class Raises:
+        def history_turns(self, request):
+            return 1
+
+        def build_query(self, request, history):
+            raise RuntimeError("no model")
+
+    class Fractional:
+        def history_turns(self, request):
+            return 2.5
+
+        def build_query(self, request, history):
+            return request
+
+    class Nothing:
+        def history_turns(self, request):
+            return 0
+
+        def build_query(self, request, history):
+            return None
+
+    @pytest.mark.parametrize("builder", [Raises(), Fractional(), Nothing()])
+    def test_the_build_goes_on_with_the_request(self, builder, caplog):
+        backend = InMemoryBackend(embedder=HashingEmbedder())
+        assembler = ContextAssembler(MemoryStores(backend), query_builder=builder)
+        task = Task(id="t", project_id="p")
+        package = assembler.build_context(task, ContextRequest(budget_tokens=200, query="Why?"))
+        assert package.query == "Why?"
+        assert "query_builder_failed" in caplog.text
+
+    def test_a_strict_assembler_lets_the_error_through(self):
+        backend = InMemoryBackend(embedder=HashingEmbedder())
+        assembler = ContextAssembler(
+            MemoryStores(backend), query_builder=self.Raises(), strict=True
+        )
+        with pytest.raises(RuntimeError, match="no model"):
+            assembler.build_context(Task(id="t"), ContextRequest(budget_tokens=200, query="x"))
+
+    def test_a_failing_base_of_a_rewrite_leaves_the_request(self):
+        builder = RewriteQuery(lambda r, h: None, base=self.Raises())
+        assert builder.build_query("How much?", HISTORY) == "How much?"

@@ -136,14 +136,27 @@ class TestWorkerProcess:
             assert time.monotonic() < deadline, "timed out"
             time.sleep(0.05)
 
-    def test_sigterm_finishes_the_batch_and_exits_cleanly(self, sql_cli, tmp_path, sqlite_url):
-        sql_cli("ingest", "backfill", _write(tmp_path / "e.jsonl", _turns(40)))
+    def test_sigterm_finishes_the_batch_in_hand_and_exits_cleanly(
+        self, sql_cli, tmp_path, sqlite_url
+    ):
+        sql_cli("ingest", "backfill", _write(tmp_path / "e.jsonl", _turns(2000)))
         worker = self._start(sql_cli)
-        self._wait_for(lambda: _counts(sqlite_url).get("done", 0) >= 40)
+        self._wait_for(lambda: _counts(sqlite_url).get("done", 0) >= 8)
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=60)
         assert worker.returncode == 0, err
-        assert "done: 40 claimed, 40 stored" in out
+        done = _counts(sqlite_url)["done"]
+        assert f"done: {done} claimed, {done} stored" in out
+        assert done < 2000  # it stopped early, and left no batch half done:
+        engine = sa.create_engine(sqlite_url)
+        try:
+            with engine.connect() as connection:
+                leased = connection.execute(
+                    sa.text("SELECT count(*) FROM ae_ingest_queue WHERE lease_owner IS NOT NULL")
+                ).scalar_one()
+        finally:
+            engine.dispose()
+        assert leased == 0
 
     def test_a_worker_killed_mid_run_loses_nothing(self, sql_cli, tmp_path, sqlite_url):
         sql_cli("ingest", "backfill", _write(tmp_path / "e.jsonl", _turns(400)))

@@ -189,13 +189,28 @@ class TestHook:
         assert len(report.rejected) == 3
         assert stores.project_store("travel").count() == 1
 
-    def test_an_answer_that_is_no_list_is_contained(self):
-        class Number:
+    @pytest.mark.parametrize("answer", [5, "semantic", None, {"kind": "semantic"}])
+    def test_an_answer_that_is_no_list_is_contained(self, answer):
+        class Odd:
             def extract(self, turns, *, final=False):
-                return 5
+                return answer
 
         stores = _stores()
         _chat(stores, self.TASK, TURNS)
-        report = ExtractionHook(stores, Number()).task_ended(self.TASK)
+        report = ExtractionHook(stores, Odd()).task_ended(self.TASK)
         assert report.error is not None
-        assert report.error.startswith("TypeError")
+        assert report.error.endswith("not a list")
+        assert report.written == []
+        assert stores.project_store("travel").count() == 0
+
+    def test_text_that_cannot_be_stored_is_rejected_not_raised(self):
+        class Surrogate:
+            def extract(self, turns, *, final=False):
+                return [Extracted("semantic", "broken \ud83d emoji"), Extracted("semantic", "ok")]
+
+        stores = _stores()
+        _chat(stores, self.TASK, TURNS)
+        report = ExtractionHook(stores, Surrogate()).task_ended(self.TASK)
+        assert len(report.rejected) == 1
+        assert "surrogate" in report.rejected[0]
+        assert len(report.written) == 1

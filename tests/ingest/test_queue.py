@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import time
 
+import pytest
 import sqlalchemy as sa
 
 from agent_engine import AuditAction
@@ -199,3 +202,52 @@ class TestBackfill:
         assert queue.dead_letters()[0].event == '{"text": "half a line'
         assert seen[-1] == 6
         assert queue.status().pending == 2
+
+
+class TestRedactedRejections:
+    def test_a_reason_that_quotes_a_secret_is_redacted_too(self, make_backend, clock):
+        backend = make_backend()
+        queue = IngestQueue.of(backend, clock=clock)
+        (result,) = queue.enqueue_many([_event(1, tags=SECRET)])
+        assert result.rejected is not None
+        assert SECRET not in result.rejected
+        assert "[REDACTED:openai_api_key]" in queue.dead_letters()[0].reason
+        assert SECRET not in _raw_rows(backend)
+
+
+class TestBackfillSources:
+    def test_two_files_of_one_name_do_not_share_keys(self, make_backend, clock):
+        queue = IngestQueue.of(make_backend(), clock=clock)
+        lines = [json.dumps({"text": "Hi there, I moved house", "kind": "turn"})]
+        first = queue.backfill(lines, origin="chat.jsonl", source="/a/chat.jsonl")
+        other = queue.backfill(lines, origin="chat.jsonl", source="/b/chat.jsonl")
+        again = queue.backfill(lines, origin="chat.jsonl", source="/a/chat.jsonl")
+        assert (first.queued, other.queued, again.queued, again.duplicates) == (1, 1, 0, 1)
+
+
+@pytest.mark.parametrize("db_kind", ["postgresql"], indirect=True)
+def test_a_late_worker_waits_out_a_claim_in_progress_and_then_holds_nothing(make_backend, clock):
+    """A's lease ran out and B is claiming the row: A's write waits, then leaves B's row be."""
+    backend = make_backend()
+    queue = IngestQueue.of(backend, clock=clock)
+    queue.enqueue(_event(1))
+    (row,) = queue.store.claim("a", 1, lease_s=5, now=clock())
+    engine = sa.create_engine(backend.url)
+    try:
+        with engine.connect() as other:
+            claiming = other.begin()
+            other.execute(sa.text("SELECT seq FROM ae_ingest_queue FOR UPDATE"))
+            other.execute(sa.text("UPDATE ae_ingest_queue SET lease_owner = 'b'"))
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                late = pool.submit(queue.store.fail, "a", [row.seq], "late", clock())
+                time.sleep(0.3)
+                assert not late.done()  # waiting for B's claim to end
+                claiming.commit()
+                assert late.result(timeout=30) == 0
+    finally:
+        engine.dispose()
+    with backend.engine.connect() as connection:
+        owner, failures = connection.execute(
+            sa.text("SELECT lease_owner, failures FROM ae_ingest_queue")
+        ).one()
+    assert (owner, failures) == ("b", 0)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
+import pytest
 import sqlalchemy as sa
 
-from agent_engine import MemoryStores
+from agent_engine import BackendError, MemoryStores
 from agent_engine.ingest import (
     DEFAULT_DECIDER,
     Backoff,
@@ -134,7 +137,7 @@ class TestExactlyOnce:
         assert project.require(held.id) == boosted
         assert len(boosted.merged_from) == 1
 
-    def test_two_workers_at_once_store_each_event_once(self, make_backend, clock):
+    def test_two_workers_taking_turns_store_each_event_once(self, make_backend, clock):
         backend = make_backend()
         queue, stores, _ = _setup(backend, clock)
         queue.enqueue_many([_turn(n) for n in range(20)])
@@ -195,7 +198,32 @@ class TestFailures:
             queue.store.claim(owner, 1, lease_s=5, now=clock())
             clock.advance(6)
         assert worker.run_once().dead == 1
-        assert "claimed 3 times" in queue.dead_letters()[0].reason
+        (letter,) = queue.dead_letters()
+        assert "claimed 3 times" in letter.reason
+        assert letter.failures == 0  # nothing failed: no attempt got that far
+
+    def test_a_claimed_too_often_event_already_stored_is_done_not_dead(self, make_backend, clock):
+        backend = make_backend()
+        queue, stores, worker = _setup(backend, clock, max_claims=2)
+        queue.enqueue(_turn(1))
+        queued = _queued(backend)
+        worker.run(until_idle=True)
+        _forget_acks(backend, queued)
+        with backend.engine.begin() as connection:
+            connection.execute(sa.text("UPDATE ae_ingest_queue SET claims = 5"))
+        report = IngestWorker(queue, stores, max_claims=2).run(until_idle=True)
+        assert (report.found_stored, report.dead) == (1, 0)
+
+    def test_an_unreadable_row_is_buried_as_such(self, make_backend, clock):
+        backend = make_backend()
+        queue, _, worker = _setup(backend, clock)
+        queue.enqueue(_turn(1))
+        with backend.engine.begin() as connection:
+            connection.execute(sa.text("UPDATE ae_ingest_queue SET event = '{broken'"))
+        assert worker.run_once().dead == 1
+        (letter,) = queue.dead_letters()
+        assert letter.reason.startswith("not an event: not JSON")
+        assert letter.failures == 0
 
     def test_a_failing_decider_is_contained_and_the_event_kept(self, make_backend, clock):
         class Raises:
@@ -236,3 +264,26 @@ class TestDecideSafely:
         verdict, error = decide_safely(Raises(), item)
         assert verdict.keep
         assert error == "decider raised KeyError: 'no model'"
+
+
+class TestOutages:
+    def test_a_run_to_idle_gives_up_after_its_failures_in_a_row(self, make_backend, clock):
+        backend = make_backend()
+        queue, _, worker = _setup(backend, clock, max_failures=3, backoff=Backoff(0.001, 0.001))
+        queue.enqueue(_turn(1))
+        backend.close()  # the database is gone
+        with pytest.raises(BackendError):
+            worker.run(until_idle=True)
+
+    def test_a_running_worker_waits_out_an_outage(self, make_backend, clock, caplog):
+        backend = make_backend()
+        _, _, worker = _setup(backend, clock, backoff=Backoff(0.01, 0.01))
+        backend.close()
+        stop = threading.Event()
+        timer = threading.Timer(0.3, stop.set)
+        timer.start()
+        try:
+            assert worker.run(stop=stop, poll_s=0.01).claimed == 0
+        finally:
+            timer.cancel()
+        assert caplog.text.count("ingest_backend_down") >= 3

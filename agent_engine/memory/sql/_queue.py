@@ -128,7 +128,7 @@ class SQLQueueStore:
             if rows:
                 connection.execute(
                     ingest_queue.update()
-                    .where(_q.seq == sa.bindparam("s"))
+                    .where(_q.seq == sa.bindparam("s"), _q.lease_owner == owner)
                     .values(
                         state=sa.bindparam("st"),
                         outcome=sa.bindparam("o"),
@@ -151,7 +151,7 @@ class SQLQueueStore:
             for chunk in _chunks(held):
                 connection.execute(
                     ingest_queue.update()
-                    .where(_q.seq.in_(chunk))
+                    .where(_q.seq.in_(chunk), _q.lease_owner == owner)
                     .values(
                         failures=_q.failures + 1,
                         last_error=error,
@@ -164,8 +164,18 @@ class SQLQueueStore:
 
         return self._write(work)
 
-    def bury(self, owner: str, reasons: Sequence[tuple[int, str]], now: datetime) -> int:
-        """Move events ``owner`` holds to the dead letters, each with its reason."""
+    def bury(
+        self,
+        owner: str,
+        reasons: Sequence[tuple[int, str]],
+        now: datetime,
+        *,
+        failed: bool = True,
+    ) -> int:
+        """Move events ``owner`` holds to the dead letters, each with its reason.
+
+        ``failed``: the burial ends a failed attempt, which counts in ``failures``.
+        """
         if not reasons:
             return 0
         why = dict(reasons)
@@ -184,12 +194,14 @@ class SQLQueueStore:
                         "event": row.event,
                         "reason": why[row.seq],
                         "origin": "worker",
-                        "failures": row.failures + 1,
+                        "failures": row.failures + int(failed),
                         "failed_at": at,
                     }
                     for row in selected
                 )
-                connection.execute(ingest_queue.delete().where(_q.seq.in_(chunk)))
+                connection.execute(
+                    ingest_queue.delete().where(_q.seq.in_(chunk), _q.lease_owner == owner)
+                )
             if rows:
                 connection.execute(ingest_dead.insert(), rows)
             return len(rows)
@@ -305,11 +317,16 @@ def _insert(connection: sa.Connection) -> Any:
 
 
 def _held(connection: sa.Connection, owner: str, seqs: Iterable[int]) -> list[int]:
-    """Those of ``seqs`` that ``owner`` holds (a lease may have run out and passed on)."""
+    """Those of ``seqs`` that ``owner`` holds (a lease may have run out and passed on), locked.
+
+    Locked until the transaction ends (``FOR UPDATE`` on PostgreSQL; SQLite has one writer
+    anyway), so no other worker can claim them between this read and the write that follows:
+    a claim in progress is waited for, and a row it took no longer reads as ``owner``'s.
+    """
     held: list[int] = []
     for chunk in _chunks(sorted(set(seqs))):
         held += connection.execute(
-            sa.select(_q.seq).where(_q.seq.in_(chunk), _q.lease_owner == owner)
+            sa.select(_q.seq).where(_q.seq.in_(chunk), _q.lease_owner == owner).with_for_update()
         ).scalars()
     return held
 
