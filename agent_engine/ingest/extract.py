@@ -33,6 +33,7 @@ import attrs
 
 from agent_engine._log import get_logger
 from agent_engine.errors import ExtractionError, ValidationError
+from agent_engine.ingest._stored import stored_ids
 from agent_engine.ingest.events import IngestEvent
 from agent_engine.ingest.queue import IngestQueue
 from agent_engine.models import ContextItem, Task, Tier
@@ -373,7 +374,7 @@ class ExtractionHook:
             return [r.item_id for r in self.queue.enqueue_many(events) if r.item_id is not None]
         project = self.stores.project_store(task.project_id)
         items = [event.item() for event in events]
-        held = {item.id for item in project.get_many(project.scoped_id(i.id) for i in items)}
+        held = stored_ids(project, items)
         fresh = [item for item in items if project.scoped_id(item.id) not in held]
         outcomes = project.add_outcomes(fresh) if fresh else []
         return [*sorted(held), *(outcome.item.id for outcome in outcomes)]

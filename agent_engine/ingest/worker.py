@@ -41,6 +41,7 @@ from agent_engine.errors import (
     EmbeddingError,
     ValidationError,
 )
+from agent_engine.ingest._stored import stored_ids
 from agent_engine.ingest.decide import DEFAULT_DECIDER, Decision, MemoryDecider, decide_safely
 from agent_engine.ingest.events import IngestEvent
 from agent_engine.ingest.queue import IngestQueue
@@ -274,7 +275,7 @@ class IngestWorker:
         if not kept:
             return
         try:
-            held = {item.id for item in store.get_many(store.scoped_id(e[2].id) for e in kept)}
+            held = stored_ids(store, (entry[2] for entry in kept))
         except Exception as error:  # noqa: BLE001 - the store unreachable: retry them all
             for row, _, _ in kept:
                 self._failed(row, error, batch)
