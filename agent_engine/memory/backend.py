@@ -463,6 +463,17 @@ class BaseBackend(abc.ABC):
         del key
         return None
 
+    def _scope_changes(self, key: _ScopeKey, held: ScopeVersions) -> list[str] | None:
+        """The ids of the items written to ``key`` since the counters ``held`` (``None``: unknown).
+
+        A store that logs which items each write changed, beside the counters it moved, lets a
+        BM25 index of the scope catch up by re-reading those items instead of rebuilding from
+        a full scan (seconds at 100k items) whenever another writer moved a counter. ``None``
+        when the store keeps no such log, or cannot say (an erase passed): the index is rebuilt.
+        """
+        del key, held
+        return None
+
     # ------------------------------------------------------------------ public API
 
     def add(self, item: ContextItem) -> None:
@@ -761,14 +772,86 @@ class BaseBackend(abc.ABC):
         with cache.lock:
             entry = cache.indexes.get(key)
             # The counters are read before the items: a write landing in between makes the
-            # index newer than its counters (one extra rebuild later), never older.
+            # index newer than its counters (applied again later, to the same effect), never
+            # older.
             current = self._scope_versions(key)
-            if entry is None or (current is not None and entry.versions != current):
+            if entry is not None and current is not None and entry.versions != current:
+                if self._catch_up(key, entry):
+                    entry.versions = dict(current)
+                else:
+                    entry = None
+            if entry is None and current is not None:
+                entry = self._restored(key, current)
+            if entry is None:
                 index = LexicalIndex()
                 index.upsert(self._select(scope_filter(key), Order("id", descending=False), None))
                 entry = _ScopeIndex(index, None if current is None else dict(current))
-                cache.indexes[key] = entry
+                if current is not None and self._save_scope_index(key, index, current):
+                    entry.saved = dict(current)
+            cache.indexes[key] = entry
             return entry.index
+
+    def _restored(self, key: _ScopeKey, current: ScopeVersions) -> _ScopeIndex | None:
+        """The scope's saved index caught up to ``current``; ``None``: none, or not usable.
+
+        A saved index stamped ahead of the store's counters (a database restored from an
+        older backup) is not used.
+        """
+        loaded = self._load_scope_index(key)
+        if loaded is None:
+            return None
+        index, held = loaded
+        if any(version > current.get(scope, 0) for scope, version in held.items()):
+            return None
+        entry = _ScopeIndex(index, dict(held), saved=dict(held))
+        if entry.versions != current:
+            if not self._catch_up(key, entry):
+                return None
+            entry.versions = dict(current)
+        return entry
+
+    def _load_scope_index(self, key: _ScopeKey) -> tuple[LexicalIndex, ScopeVersions] | None:
+        """A saved BM25 index of ``key`` and the counters it reflects (``None``: none saved).
+
+        A store that several processes open saves the index one of them built, so the next
+        restores it and catches up (:meth:`_scope_changes`) instead of analysing every item.
+        """
+        del key
+        return None
+
+    def _save_scope_index(
+        self, key: _ScopeKey, index: LexicalIndex, versions: ScopeVersions
+    ) -> bool:
+        """Save ``index`` as the scope's at ``versions``; whether it was saved."""
+        del key, index, versions
+        return False
+
+    def _save_scope_indexes(self) -> None:
+        """Save every held scope index that moved since it was saved (a store's ``close``)."""
+        cache = self._lexical()
+        with cache.lock:
+            for key, entry in cache.indexes.items():
+                versions = entry.versions
+                if versions is None or versions == entry.saved:
+                    continue
+                if self._save_scope_index(key, entry.index, versions):
+                    entry.saved = dict(versions)
+
+    def _catch_up(self, key: _ScopeKey, entry: _ScopeIndex) -> bool:
+        """Apply to ``entry`` what other writers changed in its scope; ``False``: cannot say.
+
+        The counters were read before the log, and the items are read after it: an entry
+        logged since is applied early (and again next time, to the same effect), never missed.
+        """
+        changed = self._scope_changes(key, entry.versions or {})
+        if changed is None:
+            return False
+        found = self._fetch(changed) if changed else {}
+        inside = [item for item in found.values() if in_scope(key, item)]
+        kept = {item.id for item in inside}
+        entry.index.remove(item_id for item_id in changed if item_id not in kept)
+        entry.index.upsert(inside)
+        return True
 
     def _lexical_changed(self, items: list[ContextItem], written: Written) -> None:
         cache = self._lexical()
@@ -1058,18 +1141,20 @@ _ScopeKey = tuple[str | None, Tier | None]
 class _ScopeIndex:
     """A scope's BM25 index and the change counters of the store it reflects.
 
-    ``versions`` is ``None`` for a backend without counters (its own writes are all there is).
+    ``versions`` is ``None`` for a backend without counters (its own writes are all there
+    is); ``saved`` the counters of the index last saved (:meth:`BaseBackend._save_scope_index`).
     """
 
     index: LexicalIndex
     versions: dict[tuple[str, Tier], int] | None
+    saved: dict[tuple[str, Tier], int] | None = None
 
     def follow(self, key: _ScopeKey, written: Written) -> None:
         """Take on the counters of this object's own write, already applied to the index.
 
         A counter moves only from the value just before the write: if it stood elsewhere,
         another writer changed the scope too, the counters stay apart from the store's, and
-        the next use rebuilds the index.
+        the next use catches up with the other writer's changes (or rebuilds the index).
         """
         if self.versions is None or written.versions is None:
             return

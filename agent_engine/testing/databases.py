@@ -133,6 +133,8 @@ def sql_delete_all(url: str) -> None:
                 "ae_audit_events",
                 "ae_store_meta",
                 "ae_scope_versions",
+                "ae_scope_log",
+                "ae_lexical_snapshots",
                 "ae_ingest_queue",
                 "ae_ingest_dead",
             ):

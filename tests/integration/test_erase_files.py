@@ -220,7 +220,13 @@ class TestPostgreSQL:
                         "WHERE schemaname = current_schema() AND last_vacuum IS NOT NULL"
                     )
                 ).scalars()
-                tables = {"ae_items", "ae_item_tags", "ae_audit_events", "ae_conflicts"}
+                tables = {
+                    "ae_items",
+                    "ae_item_tags",
+                    "ae_audit_events",
+                    "ae_conflicts",
+                    "ae_scope_log",
+                }
                 assert tables <= set(vacuumed)
 
     def test_vacuum_full_leaves_the_table_files_clean(self, postgres_url):
@@ -239,7 +245,8 @@ class TestPostgreSQL:
                 connection.commit()
                 autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
                 autocommit.exec_driver_sql(
-                    "VACUUM FULL ae_items, ae_item_tags, ae_audit_events, ae_conflicts"
+                    "VACUUM FULL ae_items, ae_item_tags, ae_audit_events, ae_conflicts, "
+                    "ae_scope_log"
                 )
                 autocommit.exec_driver_sql("CHECKPOINT")
                 relations = connection.execute(

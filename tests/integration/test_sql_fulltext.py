@@ -1,9 +1,10 @@
 """Lexical search from PostgreSQL's full-text search, on plain PostgreSQL and with pgvector.
 
-The backend's ``lexical_index`` on PostgreSQL is :class:`FullTextScope`: every question is a
-statement over ``ae_items``. These tests hold it to what the in-process BM25 index answers
-(which items match, which are left out, session order) and to what only a database can
-promise: another backend object's write is seen by the very next question.
+With ``fulltext=True`` the backend's ``lexical_index`` on PostgreSQL is
+:class:`FullTextScope`: every question is a statement over ``ae_items``. These tests hold it
+to what the in-process BM25 index answers (which items match, which are left out, session
+order) and to what only a database can promise: another backend object's write is seen by
+the very next question.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 
+from agent_engine.errors import ValidationError
 from agent_engine.memory.sql import SQLAlchemyBackend, _fulltext
 from agent_engine.memory.sql._engine import create_engine
 from agent_engine.memory.sql._fulltext import COLUMN, INDEX_NAME, FullTextScope
@@ -34,8 +36,8 @@ def pg_url(request, tmp_path):
 
 @pytest.fixture
 def backend(pg_url):
-    """A backend on a new store at the head revision."""
-    with SQLAlchemyBackend(pg_url) as opened:
+    """A backend on a new store at the head revision, searching text by full text."""
+    with SQLAlchemyBackend(pg_url, fulltext=True) as opened:
         yield opened
 
 
@@ -51,8 +53,29 @@ def _ids(backend, query, k=10, filters=SCOPE):
 
 class TestMatches:
     def test_the_backend_answers_from_the_database(self, backend):
-        """On PostgreSQL the lexical index is the full-text scope, not an in-process index."""
+        """With full text the lexical index is the full-text scope, not an in-process index;
+        without it (the default) an in-process one."""
         assert isinstance(backend.lexical_index(SCOPE), FullTextScope)
+        with SQLAlchemyBackend(backend.url) as default:
+            assert isinstance(default.lexical_index(SCOPE), LexicalIndex)
+
+    @pytest.mark.parametrize(("option", "expected"), [("off", LexicalIndex), ("on", FullTextScope)])
+    def test_the_url_chooses(self, pg_url, option, expected):
+        """``?fulltext=off`` in the URL (all a command's ``--db`` can say) keeps an in-process
+        index; the URL reaches the driver without it; an argument given wins."""
+        joint = "&" if "?" in pg_url else "?"
+        with SQLAlchemyBackend(f"{pg_url}{joint}fulltext={option}") as chosen:
+            assert isinstance(chosen.lexical_index(SCOPE), expected)
+            assert "fulltext" not in chosen.url
+        told = option == "off"
+        with SQLAlchemyBackend(f"{pg_url}{joint}fulltext={option}", fulltext=told) as backend:
+            assert backend.fulltext is told
+
+    def test_a_url_option_other_than_on_or_off_is_refused(self, pg_url):
+        joint = "&" if "?" in pg_url else "?"
+        with pytest.raises(ValidationError, match="fulltext") as raised:
+            SQLAlchemyBackend(f"{pg_url}{joint}fulltext=maybe")
+        assert raised.value.field == "fulltext"
 
     def test_every_item_sharing_a_term_matches(self, backend):
         """Inflections, punctuation-joined words and PostgreSQL's own stopwords all match.

@@ -1,15 +1,18 @@
 """Lexical indexes follow writes made through other backend objects on the same database.
 
-Each test opens two backends on one store, as two processes would: ``reader`` searches (on
-SQLite it builds its BM25 index; PostgreSQL searches in the database), ``writer`` changes the
-scope without changing its item count, and the reader's next lexical search must see the
-change.
+Each test opens two backends on one store, as two processes would: ``reader`` searches
+(through an in-process BM25 index, which SQLite saves in index files, or in the database by
+PostgreSQL's full text), ``writer`` changes the scope without changing its item count, and
+the reader's next lexical search must see the change.
 """
 
 from __future__ import annotations
 
+import random
+
 import attrs
 import pytest
+import sqlalchemy as sa
 
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.sql import SQLAlchemyBackend
@@ -23,16 +26,22 @@ def _item(item_id, text, namespace="project:a"):
     return ContextItem.create("note", text, id=item_id, namespace=namespace, tier=Tier.PROJECT)
 
 
-@pytest.fixture(params=[True, False], ids=["fulltext", "in-process"])
-def pair(sql_url, request):
-    """A reader and a writer on one store holding three items of one scope.
+READERS = {
+    "default": {},
+    "in-process": {"fulltext": False, "indexed": False},
+    "fulltext": {"fulltext": True},
+}
+"""How the reader searches text: the default (an in-process BM25 index following the scope
+log on PostgreSQL, the index files on SQLite), an in-process index on both, or PostgreSQL's
+full text (``fulltext`` and ``indexed`` each concern one dialect, ignored by the other)."""
 
-    On PostgreSQL the reader searches text in the database, or (``fulltext=False``) with an
-    in-process BM25 index; on SQLite the option changes nothing.
-    """
+
+@pytest.fixture(params=list(READERS))
+def pair(sql_url, request):
+    """A reader and a writer on one store holding three items of one scope."""
     with (
         SQLAlchemyBackend(sql_url) as writer,
-        SQLAlchemyBackend(sql_url, fulltext=request.param) as reader,
+        SQLAlchemyBackend(sql_url, **READERS[request.param]) as reader,
     ):
         writer.add_many(
             [
@@ -46,6 +55,11 @@ def pair(sql_url, request):
 
 def _found(backend, query):
     return [hit.item.id for hit in backend.lexical_search(query, k=5, filters=SCOPE)]
+
+
+def _scored(backend, query):
+    hits = backend.lexical_search(query, k=50, filters=SCOPE)
+    return [(hit.item.id, round(hit.score, 9)) for hit in hits]
 
 
 class TestLexicalFreshness:
@@ -90,12 +104,12 @@ class TestLexicalFreshness:
         ]
 
     def test_own_writes_keep_the_index_and_others_replace_it(self, pair):
-        """The reader's own writes update its index in place; another writer's are seen too.
+        """The reader's own writes update its index in place; so do another writer's.
 
-        Rebuilding after each of its own writes would cost every context build a scan of
-        the scope; keeping it unchanged after another's would be the staleness this guards
-        against. SQLite's index follows the change log, so it takes another writer's changes
-        in place; elsewhere the scope's counter moved, and the index is rebuilt.
+        Rebuilding after each write would cost every context build a scan of the scope;
+        keeping it unchanged after another's would be the staleness this guards against.
+        SQLite's index files follow the change log; an in-process index follows the scope
+        log: either way another writer's changes are taken in place.
         """
         reader, writer = pair
         if reader.fulltext:  # the database's full-text search: nothing held in the process
@@ -113,10 +127,58 @@ class TestLexicalFreshness:
         writer.touch(["alpha"], reader.get("alpha").timestamp)
         assert reader.lexical_index(SCOPE) is index
         writer.add(_item("theirs", "written by the writer"))
-        rebuilt = reader.lexical_index(SCOPE)
-        assert (rebuilt is index) is (reader._files is not None)
-        assert "theirs" in rebuilt
-        assert "own" in rebuilt
+        assert reader.lexical_index(SCOPE) is index
+        assert "theirs" in index
+        assert "own" in index
+
+    def test_a_caught_up_index_ranks_as_a_fresh_one(self, pair, sql_url):
+        """After another writer's adds, edits, moves, deletes and clears, interleaved with the
+        reader's searches, the reader ranks every query as a backend opened afresh does."""
+        reader, writer = pair
+        rng = random.Random(7)
+        words = [
+            "postgres",
+            "css",
+            "deploy",
+            "tuesday",
+            "kubernetes",
+            "cache",
+            "retry",
+            "flaky",
+            "nightly",
+        ]
+        queries = ["postgres deploy", "css cache", "flaky retry nightly", "kubernetes"]
+        for step in range(30):
+            stored = [item.id for item in writer.query(SCOPE, limit=None)]
+            action = rng.choice(["add", "add", "edit", "delete", "move", "clear"])
+            if action == "add" or not stored:
+                text = " ".join(rng.choices(words, k=4))
+                writer.add_many([_item(f"s{step}-{n}", text) for n in range(rng.randint(1, 3))])
+            elif action == "edit":
+                item = writer.get(rng.choice(stored))
+                writer.update(attrs.evolve(item, text=" ".join(rng.choices(words, k=5))))
+            elif action == "delete":
+                writer.delete(rng.choice(stored))
+            elif action == "move":
+                writer.update(attrs.evolve(writer.get(rng.choice(stored)), namespace="project:b"))
+            elif step % 10 == 0:
+                writer.clear(SCOPE)
+            with SQLAlchemyBackend(sql_url, fulltext=reader.fulltext, indexed=False) as fresh:
+                for query in queries:
+                    assert _scored(reader, query) == _scored(fresh, query), (step, action)
+
+    def test_an_erase_by_another_writer_rebuilds_and_leaves_no_trace(self, pair):
+        """An erased id is deleted from the scope log, so a follower cannot learn it from
+        there: the mark the erase leaves makes it rebuild, and the item is gone from it."""
+        reader, writer = pair
+        assert _found(reader, "postgres") == ["alpha"]
+        writer.erase(["alpha"])
+        assert _found(reader, "postgres") == []
+        if not reader.fulltext:
+            assert "alpha" not in reader.lexical_index(SCOPE)
+        with writer.engine.connect() as connection:
+            logged = connection.execute(sa.text("SELECT item_id FROM ae_scope_log")).scalars()
+            assert "alpha" not in set(logged)
 
     def test_a_faiss_backend_sees_other_writers_through_its_store(self, pair, sql_url):
         """FAISS answers lexical search from its record store, which follows the counters."""

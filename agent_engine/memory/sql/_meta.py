@@ -30,6 +30,7 @@ __all__ = [
     "holds_vectors",
     "read_meta",
     "read_versions",
+    "upsert_into",
     "write_identity",
     "write_reembedding",
 ]
@@ -85,7 +86,7 @@ def read_meta(connection: sa.Connection) -> StoreMeta:
     )
 
 
-def _upsert(connection: sa.Connection) -> Any:
+def upsert_into(connection: sa.Connection) -> Any:
     """The dialect's ``INSERT`` with ``ON CONFLICT`` (SQLite and PostgreSQL spell it alike)."""
     return postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
 
@@ -93,7 +94,7 @@ def _upsert(connection: sa.Connection) -> Any:
 def _put(connection: sa.Connection, key: str, value: Any) -> None:
     encoded = json.dumps(value, separators=(",", ":"))
     statement = (
-        _upsert(connection)(store_meta)
+        upsert_into(connection)(store_meta)
         .values(key=key, value=encoded)
         .on_conflict_do_update(index_elements=[store_meta.c.key], set_={"value": encoded})
     )
@@ -135,7 +136,7 @@ def bump_versions(
     """
     ordered = sorted(set(scopes))
     versions: dict[tuple[str, Tier], int] = {}
-    insert = _upsert(connection)
+    insert = upsert_into(connection)
     for start in range(0, len(ordered), _BUMP_CHUNK):
         rows = [
             {"namespace": namespace, "tier": tier, "version": 1}

@@ -51,7 +51,9 @@ __all__ = [
     "ingest_queue",
     "item_tags",
     "items",
+    "lexical_snapshots",
     "metadata",
+    "scope_log",
     "scope_versions",
     "store_meta",
 ]
@@ -173,6 +175,33 @@ scope_versions = sa.Table(
     sa.Column("namespace", text_type(255), primary_key=True),
     sa.Column("tier", text_type(16), primary_key=True),
     sa.Column("version", sa.BigInteger(), nullable=False),
+)
+
+# Which items of a scope changed at which of its versions (:mod:`._scope_log`): one row per
+# scope and item id, renumbered at each change; read by the scope and version.
+scope_log = sa.Table(
+    "ae_scope_log",
+    metadata,
+    sa.Column("namespace", text_type(255), primary_key=True),
+    sa.Column("tier", text_type(16), primary_key=True),
+    sa.Column("item_id", text_type(MAX_ITEM_ID_LENGTH), primary_key=True),
+    sa.Column("version", sa.BigInteger(), nullable=False),
+)
+sa.Index(
+    "ix_ae_scope_log_namespace_tier_version",
+    scope_log.c.namespace,
+    scope_log.c.tier,
+    scope_log.c.version,
+)
+
+# A saved BM25 index of a scope, at a version of it (:mod:`._snapshots`).
+lexical_snapshots = sa.Table(
+    "ae_lexical_snapshots",
+    metadata,
+    sa.Column("namespace", text_type(255), primary_key=True),
+    sa.Column("tier", text_type(16), primary_key=True),
+    sa.Column("version", sa.BigInteger(), nullable=False),
+    sa.Column("data", sa.LargeBinary(), nullable=False),
 )
 
 changes = sa.Table(

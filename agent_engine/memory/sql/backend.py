@@ -7,14 +7,17 @@ one SQL statement over an HNSW index. On SQLite, vector and BM25 search run on i
 in the process and saved in files beside the database (:mod:`._sidecar`), which follow the
 database's change log, so they see every writer's changes; plain PostgreSQL (and SQLite with
 ``indexed=False``) streams the matching vectors in bounded, SQL-filtered chunks through the
-inherited scan, so no call loads a whole table. On PostgreSQL lexical search is the
-database's full-text search (:mod:`._fulltext`).
+inherited scan, so no call loads a whole table. On PostgreSQL lexical search is an
+in-process BM25 index per scope, kept in step through the scope log (:mod:`._scope_log`) and
+restored from the index saved in the database (:mod:`._snapshots`), or (``fulltext=True``)
+the database's full-text search (:mod:`._fulltext`).
 
 Other processes write the same database, so what a backend object knows is checked where it
 matters, in the database (:mod:`._meta`): every write that carries vectors reads the store's
 recorded embedder in its own transaction (and records it with the first vector), every
 vector search reads it before scanning, and every write bumps its scopes' change counters in
-its own transaction, which in-process lexical indexes (SQLite's) compare on every use.
+its own transaction and logs what it changed (:mod:`._scope_log`), which in-process
+lexical indexes compare and catch up with on every use.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from agent_engine.errors import (
     ItemNotFoundError,
     QueryTimeoutError,
     ReembedRequiredError,
+    ValidationError,
 )
 from agent_engine.filters import Filter, Order
 from agent_engine.memory._vector_search import search_rows
@@ -60,6 +64,7 @@ from agent_engine.memory.backend import (
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.queue import QueueStore
 from agent_engine.memory.sql import _pgvector
+from agent_engine.memory.sql import _snapshots as snapshots
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
 from agent_engine.memory.sql._changes import forget as forget_changes
 from agent_engine.memory.sql._conflicts import SQLConflictStore
@@ -98,7 +103,15 @@ from agent_engine.memory.sql._rows import (
     row_item,
     tag_rows,
 )
-from agent_engine.memory.sql._schema import audit_events, conflicts, item_tags, items
+from agent_engine.memory.sql._schema import (
+    audit_events,
+    conflicts,
+    item_tags,
+    items,
+    lexical_snapshots,
+    scope_log,
+)
+from agent_engine.memory.sql._scope_log import Changed, changed_since, record, record_erased
 from agent_engine.memory.sql._sidecar import IndexFiles, ScopeKey
 from agent_engine.models import MAX_COUNT, ArchiveReason, ContextItem, Tier, Vector
 from agent_engine.retrieval.bm25 import LexicalIndex
@@ -145,10 +158,13 @@ class SQLAlchemyBackend(BaseBackend):
     missing, damaged or another store's, and saved after a rebuild and by :meth:`close`.
     ``indexed=False`` scans the database instead. On PostgreSQL both are ignored.
 
-    On PostgreSQL, ``fulltext`` (the default) answers full-text search from the database
-    (nothing built or held in the process; every writer's changes show at once);
-    ``fulltext=False`` keeps an in-process BM25 index per scope instead, much faster once
-    built for a single process, rebuilt whenever another writer changes the scope.
+    On PostgreSQL, text is searched by an in-process BM25 index per scope (the default):
+    restored from the index the database keeps saved (:mod:`._snapshots`), then caught up
+    with every writer's changes before each use through the scope log (:mod:`._scope_log`).
+    ``fulltext=True`` answers from the database's full-text search instead: nothing built or
+    held in the process, at the price of scoring every match in SQL (seconds a query once a
+    scope holds 100k items whose words are common). The URL may say it too, for commands
+    that take only a URL: ``?fulltext=on`` (or ``off``); the argument, when given, wins.
     """
 
     def __init__(
@@ -163,9 +179,9 @@ class SQLAlchemyBackend(BaseBackend):
         statement_timeout: float | None = None,
         indexed: bool = True,
         index_path: str | Path | None = None,
-        fulltext: bool = True,
+        fulltext: bool | None = None,
     ) -> None:
-        self.url = url if url is not None else default_database_url()
+        self.url, from_url = _fulltext_option(url if url is not None else default_database_url())
         self.embedder = embedder
         self.dim = dim
         self.read_only = read_only
@@ -193,7 +209,8 @@ class SQLAlchemyBackend(BaseBackend):
         self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
         self._queue_store = SQLQueueStore(self._read, self._write)
         self._files = self._index_files(index_path) if indexed else None
-        self.fulltext = fulltext and self._dialect == "postgresql"
+        wanted = next((f for f in (fulltext, from_url) if f is not None), False)
+        self.fulltext = wanted and self._dialect == "postgresql"
 
     def __repr__(self) -> str:
         return f"SQLAlchemyBackend({self._engine.url.render_as_string(hide_password=True)!r})"
@@ -500,10 +517,10 @@ class SQLAlchemyBackend(BaseBackend):
         ids = [item.id for item in inserts]
 
         def work(connection: sa.Connection) -> ScopeVersions:
-            scopes = self._insert_in(connection, inserts)
+            changed = self._insert_in(connection, inserts)
             if replaces:
-                scopes += self._replace_in(connection, replaces)
-            return bump_versions(connection, scopes)
+                changed += self._replace_in(connection, replaces)
+            return _logged(connection, changed)
 
         try:
             return Written(len(inserts) + len(replaces), self._write(work))
@@ -516,10 +533,8 @@ class SQLAlchemyBackend(BaseBackend):
                 f"database error: {error.orig}", backend="SQLAlchemyBackend"
             ) from error
 
-    def _insert_in(
-        self, connection: sa.Connection, batch: list[ContextItem]
-    ) -> list[tuple[str, str]]:
-        """Insert ``batch`` (every id new); return the scopes written."""
+    def _insert_in(self, connection: sa.Connection, batch: list[ContextItem]) -> list[Changed]:
+        """Insert ``batch`` (every id new); return what changed, for the scope log."""
         if not batch:
             return []
         rows = [item_row(item) for item in batch]
@@ -529,7 +544,7 @@ class SQLAlchemyBackend(BaseBackend):
         if existing:
             raise DuplicateItemError(next(i for i in ids if i in existing))
         self._bulk_insert(connection, rows, tag_rows(batch))
-        return [(row["namespace"], row["tier"]) for row in rows]
+        return [(row["namespace"], row["tier"], row["id"]) for row in rows]
 
     def _bulk_insert(
         self, connection: sa.Connection, rows: list[dict[str, Any]], tags: list[dict[str, str]]
@@ -569,14 +584,12 @@ class SQLAlchemyBackend(BaseBackend):
 
     def _replace(self, batch: list[ContextItem]) -> Written:
         def work(connection: sa.Connection) -> ScopeVersions:
-            return bump_versions(connection, self._replace_in(connection, batch))
+            return _logged(connection, self._replace_in(connection, batch))
 
         return Written(len(batch), self._write(work))
 
-    def _replace_in(
-        self, connection: sa.Connection, batch: list[ContextItem]
-    ) -> list[tuple[str, str]]:
-        """Replace stored items (every id stored); return the scopes left and entered."""
+    def _replace_in(self, connection: sa.Connection, batch: list[ContextItem]) -> list[Changed]:
+        """Replace stored items (every id stored); return them in the scopes left and entered."""
         ids = [item.id for item in batch]
         rows = []
         for item in batch:
@@ -596,22 +609,21 @@ class SQLAlchemyBackend(BaseBackend):
             connection.execute(item_tags.delete().where(item_tags.c.item_id.in_(chunk)))
         if tags:
             connection.execute(item_tags.insert(), tags)
-        return [*before.values(), *((row["namespace"], row["tier"]) for row in rows)]
+        return [
+            *((namespace, tier, item_id) for item_id, (namespace, tier) in before.items()),
+            *((row["namespace"], row["tier"], row["old_id"]) for row in rows),
+        ]
 
     def _remove(self, item_ids: list[str]) -> Written:
         return self._write(lambda connection: self._remove_in(connection, item_ids))
 
     @staticmethod
     def _remove_in(connection: sa.Connection, item_ids: list[str]) -> Written:
-        scopes: list[tuple[str, str]] = []
+        changed: list[Changed] = []
         for chunk in _chunks(item_ids):
-            statement = (
-                items.delete()
-                .where(items.c.id.in_(chunk))
-                .returning(items.c.namespace, items.c.tier)
-            )
-            scopes.extend((row.namespace, row.tier) for row in connection.execute(statement))
-        return Written(len(scopes), bump_versions(connection, scopes))
+            statement = items.delete().where(items.c.id.in_(chunk)).returning(*_CHANGED)
+            changed.extend(tuple(row) for row in connection.execute(statement))
+        return Written(len(changed), _logged(connection, changed))
 
     def _erase(self, item_ids: list[str], tokens: dict[str, str]) -> Written:
         """Delete, and redact the journal, provenance and merged origins, in one transaction.
@@ -625,6 +637,8 @@ class SQLAlchemyBackend(BaseBackend):
 
         def work(connection: sa.Connection) -> Written:
             removed = self._remove_in(connection, item_ids)
+            record_erased(connection, item_ids, removed.versions or {})
+            snapshots.drop(connection, ((ns, tier.value) for ns, tier in removed.versions or {}))
             redact_json(connection, [items.c.provenance, items.c.merged_from], tokens, encode_json)
             redact_events(connection, tokens)
             if self._dialect == "sqlite":
@@ -638,7 +652,7 @@ class SQLAlchemyBackend(BaseBackend):
 
     def _flush_erased(self) -> None:
         with self._guard, self._translating():
-            tables = (items, item_tags, audit_events, conflicts)
+            tables = (items, item_tags, audit_events, conflicts, scope_log, lexical_snapshots)
             flush_erased(self._engine, [table.name for table in tables])
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
@@ -667,16 +681,12 @@ class SQLAlchemyBackend(BaseBackend):
         return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
     def _delete_where(self, where: Filter) -> Written:
-        # RETURNING names the scopes of exactly the rows deleted, whatever else commits.
-        statement = (
-            items.delete()
-            .where(where_clause(where, self._dialect))
-            .returning(items.c.namespace, items.c.tier)
-        )
+        # RETURNING names exactly the rows deleted, whatever else commits.
+        statement = items.delete().where(where_clause(where, self._dialect)).returning(*_CHANGED)
 
         def work(connection: sa.Connection) -> Written:
-            scopes = [(row.namespace, row.tier) for row in connection.execute(statement)]
-            return Written(len(scopes), bump_versions(connection, scopes))
+            changed: list[Changed] = [tuple(row) for row in connection.execute(statement)]
+            return Written(len(changed), _logged(connection, changed))
 
         return self._write(work)
 
@@ -684,12 +694,59 @@ class SQLAlchemyBackend(BaseBackend):
         namespace, tier = key
         return self._read_one(lambda connection: read_versions(connection, namespace, tier))
 
-    def _lexical_scope(self, key: tuple[str | None, Tier | None]) -> LexicalScope:
-        """On PostgreSQL, the database's full-text search (:mod:`._fulltext`); else BM25.
+    def _scope_changes(self, key: ScopeKey, held: ScopeVersions) -> list[str] | None:
+        """The ids the scope log (:mod:`._scope_log`) names in ``key`` since ``held``.
 
-        Nothing is built or cached in the process: each question is a statement over the
-        GIN-indexed table, so other processes' writes show at once. ``fulltext=False``
-        keeps the in-process BM25 index on PostgreSQL too.
+        Only for a scope of one namespace and tier (what tier stores ask for): the log is kept
+        per scope.
+        """
+        namespace, tier = key
+        if namespace is None or tier is None:
+            return None
+        version = held.get((namespace, tier), 0)
+        return self._read_one(
+            lambda connection: changed_since(connection, namespace, tier, version)
+        )
+
+    def _load_scope_index(self, key: ScopeKey) -> tuple[LexicalIndex, ScopeVersions] | None:
+        """The scope's index saved in the database (:mod:`._snapshots`), if any."""
+        namespace, tier = key
+        if namespace is None or tier is None:
+            return None
+        loaded = self._read_one(
+            lambda connection: snapshots.load(connection, namespace, tier.value)
+        )
+        if loaded is None:
+            return None
+        index, version = loaded
+        return index, {(namespace, tier): version}
+
+    def _save_scope_index(
+        self, key: ScopeKey, index: LexicalIndex, versions: ScopeVersions
+    ) -> bool:
+        """Save the index of a scope of at least :data:`._snapshots.MIN_ITEMS` items."""
+        namespace, tier = key
+        if self.read_only or namespace is None or tier is None:
+            return False
+        version = versions.get((namespace, tier))
+        if version is None or len(index) < snapshots.MIN_ITEMS:
+            return False
+        data = snapshots.encode(index)
+        if data is None:
+            return False
+        try:
+            return self._write(
+                lambda connection: snapshots.save(connection, namespace, tier.value, version, data)
+            )
+        except BackendError as error:  # a saved index only spares the next process a rebuild
+            self._log.warning("scope_index_not_saved", namespace=namespace, error=str(error))
+            return False
+
+    def _lexical_scope(self, key: tuple[str | None, Tier | None]) -> LexicalScope:
+        """With ``fulltext=True``, the database's full-text search (:mod:`._fulltext`); else BM25.
+
+        Full text builds or caches nothing in the process: each question is a statement over
+        the GIN-indexed table, so other processes' writes show at once.
         """
         if not self.fulltext:
             return super()._lexical_scope(key)
@@ -848,20 +905,66 @@ class SQLAlchemyBackend(BaseBackend):
             super()._lexical_cleared(where, written)
 
     def save_indexes(self) -> None:
-        """Write the SQLite store's index files now (as :meth:`close` does; else a no-op).
+        """Save the indexes held now, as :meth:`close` does.
 
-        A long-running process calls it to bound what the next process must catch up on.
+        SQLite's index files; elsewhere the in-process BM25 indexes of scopes, in the
+        database (:mod:`._snapshots`). A long-running process calls it to bound what the next
+        process must catch up on.
         """
         if self._files is not None:
             self._files.save()
+        else:
+            self._save_scope_indexes()
 
     def close(self) -> None:
-        """Save the index files, release the connection pool; the backend is unusable after."""
-        if self._files is not None and not self._closed:
+        """Save the indexes (:meth:`save_indexes`), release the connection pool.
+
+        The backend is unusable after.
+        """
+        if not self._closed:
             with contextlib.suppress(BackendError):
-                self._files.close()
+                if self._files is not None:
+                    self._files.close()
+                else:
+                    self._save_scope_indexes()
         self._closed = True
         self._engine.dispose()
+
+
+_FULLTEXT_VALUES = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+
+
+def _fulltext_option(url: str) -> tuple[str, bool | None]:
+    """``url`` without its ``fulltext`` query parameter, and what that said (``None``: none)."""
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError:
+        return url, None  # the engine says what is wrong with it
+    given = parsed.query.get("fulltext")
+    if given is None:
+        return url, None
+    value = given if isinstance(given, str) else given[-1]
+    if value.lower() not in _FULLTEXT_VALUES:
+        raise ValidationError(
+            f"fulltext in a database URL is on or off, got {value!r}", field="fulltext", value=value
+        )
+    stripped = parsed.difference_update_query(["fulltext"])
+    return stripped.render_as_string(hide_password=False), _FULLTEXT_VALUES[value.lower()]
+
+
+_CHANGED = (items.c.namespace, items.c.tier, items.c.id)
+"""What a deletion returns of each row: its entry in the scope log."""
+
+
+def _logged(connection: sa.Connection, changed: list[Changed]) -> ScopeVersions:
+    """Bump the counters of the scopes ``changed`` touched, then log it at their new versions.
+
+    In this order: the bump locks each scope's counter until commit, which keeps the log's
+    versions in commit order (:mod:`._scope_log`).
+    """
+    versions = bump_versions(connection, [(namespace, tier) for namespace, tier, _ in changed])
+    record(connection, changed, versions)
+    return versions
 
 
 def _rescored(found: list[ContextItem], query: Vector, k: int) -> list[SearchHit]:
