@@ -63,8 +63,9 @@ from agent_engine.tiers.stores import MemoryStores
 
 __all__ = ["STORES", "ProcessesConfig", "check", "run_processes", "table"]
 
-STORES = ("pgvector", "sqlite")
-"""Stores the bench makes itself: a pgvector server in a temporary folder, a SQLite file."""
+STORES = ("pgvector", "pgvector-fulltext", "sqlite")
+"""Stores the bench makes itself: a pgvector server in a temporary folder (text searched by
+in-process BM25 indexes, or by PostgreSQL's full text: ``?fulltext=on``), a SQLite file."""
 DIM = 384
 CHUNK = 5000
 WARM_UP = 2
@@ -341,11 +342,12 @@ def _store(config: ProcessesConfig) -> Iterator[str]:
     """The URL to run on: the one given, or a store made for the run and removed after it."""
     if config.url is not None:
         yield config.url
-    elif config.store == "pgvector":
+    elif config.store.startswith("pgvector"):
         from agent_engine.memory.sql._pgserver import pgvector_server_process  # noqa: PLC0415
 
         with pgvector_server_process() as url:
-            yield url
+            joint = "&" if "?" in url else "?"
+            yield url if config.store == "pgvector" else f"{url}{joint}fulltext=on"
     else:
         with tempfile.TemporaryDirectory() as work:
             yield f"sqlite:///{work}/processes.db"

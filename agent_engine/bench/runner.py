@@ -322,7 +322,8 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=ProcessesConfig().store,
         choices=STORES,
         help="processes: the store the bench makes (a pgvector server in a temporary folder, "
-        "or a SQLite file)",
+        "searching text by in-process BM25 or, pgvector-fulltext, by its full text; or a "
+        "SQLite file)",
     )
     parser.add_argument(
         "--url", default=None, help="processes: a store to use instead (URL, as for --db)"

@@ -380,8 +380,9 @@ register_backend(
     configurations={
         "sqlite": "agent_engine.memory.sql._open:sqlite_file",
         "pgvector": "agent_engine.memory.sql._pgserver:temporary_pgvector",
+        "pgvector-fulltext": "agent_engine.memory.sql._pgserver:temporary_pgvector_fulltext",
     },
-    on_request=("pgvector",),
+    on_request=("pgvector", "pgvector-fulltext"),
 )
 register_backend(
     "faiss",

@@ -47,10 +47,11 @@ class TestBuiltIn:
     def test_configurations(self):
         """The bench's choices, and the default run without the slow HNSW build (nor a
         pgvector server of its own, which runs on request)."""
-        assert [c.name for c in registry.configurations()][:6] == [
+        assert [c.name for c in registry.configurations()][:7] == [
             "memory",
             "sqlite",
             "pgvector",
+            "pgvector-fulltext",
             "faiss",
             "faiss-hnsw",
             "faiss-sqlite",

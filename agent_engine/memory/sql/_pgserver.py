@@ -23,7 +23,7 @@ from agent_engine.embeddings import Embedder
 from agent_engine.errors import BackendUnavailableError
 from agent_engine.memory.sql.backend import SQLAlchemyBackend
 
-__all__ = ["pgvector_server_process", "temporary_pgvector"]
+__all__ = ["pgvector_server_process", "temporary_pgvector", "temporary_pgvector_fulltext"]
 
 
 @contextmanager
@@ -71,8 +71,8 @@ def pgvector_server_process() -> Iterator[str]:
 class _Served(SQLAlchemyBackend):
     """A store on a server of its own, which :meth:`close` stops."""
 
-    def __init__(self, server: ExitStack, url: str, embedder: Embedder) -> None:
-        super().__init__(url, embedder=embedder, upgrade=True)
+    def __init__(self, server: ExitStack, url: str, embedder: Embedder, *, fulltext: bool) -> None:
+        super().__init__(url, embedder=embedder, upgrade=True, fulltext=fulltext)
         self._server = server
 
     def close(self) -> None:
@@ -84,11 +84,23 @@ class _Served(SQLAlchemyBackend):
 
 
 def temporary_pgvector(work: Path, embedder: Embedder) -> SQLAlchemyBackend:  # noqa: ARG001
-    """The ``pgvector`` configuration: an empty store on a new pgvector server, stopped on close."""
+    """The ``pgvector`` configuration: an empty store on a new pgvector server, stopped on close.
+
+    Text is searched by in-process BM25 indexes (the backend's default).
+    """
+    return _served(embedder, fulltext=False)
+
+
+def temporary_pgvector_fulltext(work: Path, embedder: Embedder) -> SQLAlchemyBackend:  # noqa: ARG001
+    """``pgvector-fulltext``: as ``pgvector``, text searched by PostgreSQL's full text."""
+    return _served(embedder, fulltext=True)
+
+
+def _served(embedder: Embedder, *, fulltext: bool) -> SQLAlchemyBackend:
     server = ExitStack()
     url = server.enter_context(pgvector_server_process())
     try:
-        return _Served(server, url, embedder)
+        return _Served(server, url, embedder, fulltext=fulltext)
     except BaseException:
         server.close()
         raise
