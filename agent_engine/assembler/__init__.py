@@ -32,6 +32,7 @@ from agent_engine.assembler.policies import (
     Scorer,
     SemanticScorer,
 )
+from agent_engine.assembler.pressure import MemoryPressure, TierPressure
 from agent_engine.assembler.query import (
     DEFAULT_QUERY_BUILDER,
     HistoryQuery,
@@ -55,6 +56,7 @@ __all__ = [
     "Layout",
     "LexicalScorer",
     "MarkedConflict",
+    "MemoryPressure",
     "Omission",
     "OmissionReason",
     "Policy",
@@ -69,5 +71,6 @@ __all__ = [
     "SelectionReason",
     "SemanticScorer",
     "TierFailure",
+    "TierPressure",
     "TierUsage",
 ]

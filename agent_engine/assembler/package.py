@@ -15,6 +15,7 @@ from typing import Literal
 import attrs
 
 from agent_engine.assembler.conflicts import MarkedConflict
+from agent_engine.assembler.pressure import MemoryPressure
 from agent_engine.assembler.render import Layout, Line, RenderFormat, render_lines
 from agent_engine.models import ContextItem, Tier
 
@@ -173,6 +174,11 @@ class ContextPackage:
     def compression_ratio(self) -> float:
         """Tokens used over the tokens of every candidate considered (1.0: nothing left out)."""
         return self.tokens_used / self.candidate_tokens if self.candidate_tokens else 1.0
+
+    @property
+    def pressure(self) -> MemoryPressure:
+        """Which tiers filled their budget and what they paged out (:mod:`.pressure`)."""
+        return MemoryPressure.of(self)
 
     def usage_of(self, tier: Tier) -> TierUsage:
         """The budget use of one tier."""
