@@ -40,6 +40,7 @@ from agent_engine.assembler.query import (
     RewriteQuery,
 )
 from agent_engine.assembler.render import Layout, RenderFormat
+from agent_engine.assembler.slo import SLOGuard, SLOPolicy, SLOStatus
 
 __all__ = [
     "AssemblerConfig",
@@ -66,6 +67,9 @@ __all__ = [
     "RecencyScorer",
     "RenderFormat",
     "RewriteQuery",
+    "SLOGuard",
+    "SLOPolicy",
+    "SLOStatus",
     "Scorer",
     "Selection",
     "SelectionReason",

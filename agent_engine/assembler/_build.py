@@ -47,4 +47,6 @@ class Build:
     log: Any
     query: str
     query_vectors: QueryVectors = attrs.field(factory=dict)
+    degraded: bool = False
+    """Whether the SLO guard made this build gather less (:mod:`.slo`)."""
     started: float = attrs.field(factory=time.perf_counter)

@@ -48,6 +48,7 @@ from agent_engine.assembler.packer import Packer, Taken
 from agent_engine.assembler.plans import TierPlan, plan_tiers
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy, resolve_policy
 from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder, checked_query
+from agent_engine.assembler.slo import SLOGuard, SLOStatus
 from agent_engine.assembler.widening import widen
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
@@ -115,6 +116,12 @@ class ContextAssembler:
         self.clock = clock or self.stores.clock
         self.strict = strict
         self._caches = CostCaches()
+        self._slo = SLOGuard(self.config.slo) if self.config.slo is not None else None
+
+    @property
+    def slo(self) -> SLOStatus | None:
+        """The SLO guard's state (``None``: the config has no guard), for metrics."""
+        return self._slo.status() if self._slo is not None else None
 
     @property
     def backends(self) -> Mapping[Tier, MemoryBackend]:
@@ -155,6 +162,9 @@ class ContextAssembler:
         if self.config.track_access:
             self._record_access(build, packed.packer.taken)
         package = explain(build, packed.packer, packed.plans, packed.counted)
+        duration = time.perf_counter() - build.started
+        if self._slo is not None:
+            self._slo.record(duration)
         build.log.info(
             "context_built",
             budget=package.budget_tokens,
@@ -162,7 +172,8 @@ class ContextAssembler:
             per_tier={u.tier.value: [u.used, u.allocated, u.selected] for u in package.usage},
             omitted=dict(Counter(omission.reason.value for omission in package.omissions)),
             failures=[f.tier.value for f in package.failures],
-            duration_ms=round((time.perf_counter() - build.started) * 1000, 2),
+            degraded=package.degraded,
+            duration_ms=round(duration * 1000, 2),
         )
         return package
 
@@ -177,6 +188,9 @@ class ContextAssembler:
                 )
         policy = resolve_policy(request.policy, self.policies)
         config = self.config
+        degraded = self._slo is not None and self._slo.degraded
+        if degraded and config.slo is not None:
+            config = attrs.evolve(config, limits=config.slo.degraded_limits)
         budget = plan_budget(
             request, shares=config.shares, profiles=config.profiles, spill_order=config.spill_order
         )
@@ -194,6 +208,7 @@ class ContextAssembler:
             reads=reads,
             log=log,
             query=self._query(request.query or task.description, stores[Tier.TASK], reads),
+            degraded=degraded,
         )
 
     def _query(self, request: str, timeline: TierStore, reads: FailOpen) -> str:

@@ -9,6 +9,7 @@ import attrs
 from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.assembler.render import Layout
+from agent_engine.assembler.slo import SLOPolicy
 from agent_engine.errors import ValidationError
 from agent_engine.models import Tier, TierShares
 
@@ -26,7 +27,9 @@ class AssemblerConfig:
     large tier's vector search (and the query embedding) on a worker thread while its BM25
     scoring and other reads run in the caller's; FAISS, numpy, torch and database drivers
     release the GIL, so they overlap (about 0.8 ms of a 5 ms build at 100k items on HNSW).
-    Turn it off to keep every read on the calling thread.
+    Turn it off to keep every read on the calling thread. ``slo``: an SLO guard
+    (:mod:`.slo`): past its p95, builds gather fewer candidates until latency recovers
+    (``None``, the default: no guard).
     """
 
     shares: TierShares = attrs.field(factory=TierShares)
@@ -39,6 +42,7 @@ class AssemblerConfig:
     track_access: bool = True
     profiles: Mapping[str, TierShares] = attrs.field(factory=dict)
     overlap_searches: bool = True
+    slo: SLOPolicy | None = None
 
     def __attrs_post_init__(self) -> None:
         for name, value in (("head", self.head), ("tail", self.tail)):

@@ -59,4 +59,5 @@ def explain(
         candidate_tokens=candidate_tokens,
         conflicts=tuple(packer.conflicts_shown()),
         query=build.query,
+        degraded=build.degraded,
     )

@@ -154,6 +154,9 @@ class ContextPackage:
     query: str = ""
     """What the candidates were ranked against: the request's query as the assembler's query
     builder made it (with the last turns before a vague request, or a rewrite)."""
+    degraded: bool = False
+    """Whether the assembler's SLO guard had builds degraded (``AssemblerConfig.slo``): this
+    one gathered fewer candidates per source and did not widen."""
 
     @property
     def items(self) -> tuple[ContextItem, ...]:
