@@ -17,6 +17,7 @@ from agent_engine.cli import (
     _db,
     _demo,
     _ingest,
+    _mcp,
     _memory,
 )
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
@@ -137,6 +138,9 @@ _memory.app.command(
 _memory.app.command(name="candidates")(_candidates.candidates)
 _memory.app.command(name="confirm")(_candidates.confirm)
 _memory.app.command(name="compact")(_compact.compact)
+app.command(name="mcp", short_help="Serve a project's memory to an MCP client over stdio.")(
+    _mcp.mcp
+)
 app.add_typer(_memory.app, name="memory", short_help="Manage project, global and task memory.")
 app.add_typer(_db.app, name="db", short_help="Upgrade the database schema, or show it.")
 app.add_typer(

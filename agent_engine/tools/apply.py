@@ -96,6 +96,15 @@ class ToolResult:
     content: Mapping[str, Any]
     error: AgentEngineError | None = None
 
+    @classmethod
+    def refused(cls, call: ToolCall, error: AgentEngineError) -> ToolResult:
+        """The answer to a refused call: the error's type, message and, if known, argument."""
+        content: dict[str, Any] = {"error": type(error).__name__, "message": str(error)}
+        field = getattr(error, "field", None)
+        if isinstance(field, str):
+            content["field"] = field
+        return cls(call, content, error)
+
     @property
     def ok(self) -> bool:
         """Whether the call ran (``False``: refused, nothing written)."""
@@ -159,8 +168,7 @@ class MemoryTools:
                 )
             content = self._handlers[tool.name](checked_arguments(tool, parsed.arguments))
         except AgentEngineError as error:
-            content = {"error": type(error).__name__, "message": str(error)}
-            return ToolResult(parsed, content, error)
+            return ToolResult.refused(parsed, error)
         return ToolResult(parsed, content)
 
     # ------------------------------------------------------------------ the functions

@@ -204,6 +204,7 @@ class TestBadCalls:
         assert isinstance(result.error, ValidationError)
         assert result.error.field == field
         assert result.content["error"] == "ValidationError"
+        assert result.content["field"] == field
         assert result.anthropic_block()["is_error"] is True
         assert _counts(stores) == before
         with pytest.raises(ValidationError):
