@@ -221,7 +221,9 @@ class MemoryTools:
         if target == "global":
             self._require_global("promote into global memory")
         source = self._stores["task" if target == "project" else "project"]
-        item_id = self._owned(source, arguments["id"])
+        item_id = arguments["id"]
+        if not _holds(source, item_id):
+            raise ItemNotFoundError(item_id)
         result = promote(source, self._stores[target], item_id, reason=arguments["reason"])
         return {"id": result.item.id, "tier": target, "duplicate": result.duplicate}
 
@@ -250,15 +252,14 @@ class MemoryTools:
         for tier, store in self._stores.items():
             if tier == "global" and not self.allow_global:
                 continue
-            if store.owned([item_id]) and store.get(item_id) is not None:
+            if _holds(store, item_id):
                 return store, item_id
         raise ItemNotFoundError(item_id)
 
-    @staticmethod
-    def _owned(store: TierStore, item_id: str) -> str:
-        if not store.owned([item_id]) or store.get(item_id) is None:
-            raise ItemNotFoundError(item_id)
-        return item_id
+
+def _holds(store: TierStore, item_id: str) -> bool:
+    """Whether ``item_id`` is stored in ``store``'s scope (an id of its prefix may be gone)."""
+    return bool(store.owned([item_id])) and store.get(item_id) is not None
 
 
 def checked_arguments(tool: ToolSpec, given: Mapping[str, Any]) -> dict[str, Any]:

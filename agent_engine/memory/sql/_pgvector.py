@@ -36,7 +36,9 @@ id in SQL: the backend asks for :func:`candidates` rows, more than ``k``, and re
 Values cross the driver as the blob codec's bytes (:mod:`._rows` is the same on every
 store): :func:`register_adapters` teaches each connection of a pgvector store to send a
 bound blob as a binary ``vector`` and to read a ``vector`` back as little-endian float32
-bytes. ``embedding`` is the only binary column of the schema, so no other value is affected.
+bytes. The adapter takes every blob SQLAlchemy wraps for the driver (``Binary``), so the one
+other binary column, the saved BM25 indexes of :mod:`._snapshots`, is bound as plain bytes,
+which stay ``bytea``.
 """
 
 from __future__ import annotations
