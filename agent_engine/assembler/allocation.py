@@ -14,6 +14,15 @@ floors never add up to more than the budget, and what rounding leaves over is sp
    offers its ranked middle only after that turn (first within what is left of its share),
    so a middle item never takes room a waiting HEAD or TAIL item could have had.
 
+**Stable prefix** (``AssemblerConfig(stable_prefix=True)``): providers cache a prompt's
+unchanged prefix, and the render puts the most stable tiers first (global, project, then the
+task). Spill-over breaks that: the project tier fills the room the task has not used yet, so
+each new task step shrinks the project section and changes the prompt from there on. With a
+stable prefix, phase 2 goes in prompt order and a tier borrows only the room left by the tiers
+rendered before it (the last tier takes whatever is left): a section depends on nothing that
+follows it, and when only task memory changes, everything before the task section renders as
+it did. The cost: room the task has not grown into yet is left empty.
+
 The packer charges what each offered item costs and says whether it fits; this module decides
 who is offered what room, when.
 """
@@ -46,6 +55,26 @@ class Budget:
     shares: TierShares
     allocation: Mapping[Tier, int]
     spill_order: tuple[Tier, ...]
+    stable_prefix: bool = False
+    """Spill in prompt order, each tier borrowing only from the tiers before it (see the module)."""
+
+    @property
+    def lenders(self) -> dict[Tier, tuple[Tier, ...]]:
+        """For each tier that may not fill just any room left, the tiers whose shares it may.
+
+        Empty unless the prefix is stable; then each tier but the last in prompt order may
+        fill its own share and those of the tiers rendered before it.
+        """
+        if not self.stable_prefix:
+            return {}
+        return {tier: PROMPT_ORDER[: at + 1] for at, tier in enumerate(PROMPT_ORDER[:-1])}
+
+    def spare(self, packer: Packer, tier: Tier) -> Callable[[], int]:
+        """The room ``tier`` may fill past its own share, as ``packer`` has it at each offer."""
+        lenders = self.lenders.get(tier)
+        if lenders is None:
+            return packer.left
+        return lambda: min(packer.left(), sum(packer.room(t) for t in lenders))
 
 
 class Offers(Protocol):
@@ -79,17 +108,19 @@ def plan_budget(
     shares: TierShares,
     profiles: Mapping[str, TierShares],
     spill_order: tuple[Tier, ...] = DEFAULT_SPILL_ORDER,
+    stable_prefix: bool = False,
 ) -> Budget:
     """The budget of ``request``: its split (see the module docstring) and allocations.
 
     ``shares`` and ``profiles``: the assembler's split and its agent profiles' splits.
+    ``stable_prefix``: spill in prompt order, borrowing only from earlier tiers.
     """
     split = request.shares
     if split is None and request.profile is not None:
         split = _profile(request.profile, profiles)
     split = split or shares
     tokens = request.budget_tokens
-    return Budget(tokens, split, allocate(tokens, split), spill_order)
+    return Budget(tokens, split, allocate(tokens, split), spill_order, stable_prefix)
 
 
 def _profile(name: str, profiles: Mapping[str, TierShares]) -> TierShares:
@@ -102,11 +133,11 @@ def _profile(name: str, profiles: Mapping[str, TierShares]) -> TierShares:
         ) from None
 
 
-def fill(packer: Packer, offers: Mapping[Tier, Offers], spill_order: Sequence[Tier]) -> None:
+def fill(packer: Packer, offers: Mapping[Tier, Offers], budget: Budget) -> None:
     """Offer every tier's candidates to ``packer`` in the phases of the module docstring."""
     left = packer.left
     by_prompt = [offers[tier] for tier in PROMPT_ORDER if tier in offers]
-    by_spill = [offers[tier] for tier in spill_order if tier in offers]
+    by_spill = [offers[tier] for tier in budget.spill_order if tier in offers]
     for tier_offers in by_prompt:  # phase 0: pinned, against the whole budget
         packer.offer_all(tier_offers.pinned, left, may_truncate=True)
 
@@ -122,6 +153,13 @@ def fill(packer: Packer, offers: Mapping[Tier, Offers], spill_order: Sequence[Ti
             deferred.append(tier_offers)
         else:
             packer.offer_all(tier_offers.ranked, room(tier_offers.tier), may_truncate=False)
+    if budget.stable_prefix:
+        for tier_offers in by_prompt:  # phase 2, in prompt order: each tier's whole claim
+            spare = budget.spare(packer, tier_offers.tier)
+            both = [*tier_offers.pinned, *tier_offers.protected]
+            packer.offer_all(both, spare, may_truncate=False)
+            packer.offer_all(tier_offers.ranked, spare, may_truncate=False)
+        return
     for tier_offers in by_spill:  # phase 2: spill-over, protected items first
         both = [*tier_offers.pinned, *tier_offers.protected]
         packer.offer_all(both, left, may_truncate=False)

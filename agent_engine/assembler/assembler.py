@@ -192,7 +192,11 @@ class ContextAssembler:
         if degraded and config.slo is not None:
             config = attrs.evolve(config, limits=config.slo.degraded_limits)
         budget = plan_budget(
-            request, shares=config.shares, profiles=config.profiles, spill_order=config.spill_order
+            request,
+            shares=config.shares,
+            profiles=config.profiles,
+            spill_order=config.spill_order,
+            stable_prefix=config.stable_prefix,
         )
         log = get_logger(task=task.id, project=task.project_id, policy=policy.name)
         stores = self.stores.for_task(task)
@@ -238,7 +242,7 @@ class ContextAssembler:
         """
         conflicts = _read_conflicts(build, plans)
         packer = self._packer(build, trust_cached_costs=True, conflicts=conflicts)
-        fill(packer, plans, build.budget.spill_order)
+        fill(packer, plans, build.budget)
         plans = widen(build, packer, plans)
         if not packer.cached_costs_hold():
             # A cached token_cost is not its body's count: every figure charged with it is
@@ -246,7 +250,7 @@ class ContextAssembler:
             scores = packer.scores
             packer = self._packer(build, trust_cached_costs=False, conflicts=conflicts)
             packer.rescore(scores)
-            fill(packer, plans, build.budget.spill_order)
+            fill(packer, plans, build.budget)
         counted = fit_render(packer, build.budget.tokens, self.config.layout, self.counter)
         return _Packed(packer, plans, counted)
 
@@ -261,6 +265,7 @@ class ContextAssembler:
             self._caches,
             trust_cached_costs=trust_cached_costs,
             conflicts=conflicts,
+            lenders=build.budget.lenders,
         )
 
     def _record_access(self, build: Build, taken: list[Taken]) -> None:

@@ -29,7 +29,10 @@ class AssemblerConfig:
     release the GIL, so they overlap (about 0.8 ms of a 5 ms build at 100k items on HNSW).
     Turn it off to keep every read on the calling thread. ``slo``: an SLO guard
     (:mod:`.slo`): past its p95, builds gather fewer candidates until latency recovers
-    (``None``, the default: no guard).
+    (``None``, the default: no guard). ``stable_prefix``: for prompt caching, each section
+    depends only on itself and the sections rendered before it (:mod:`.allocation`), so when
+    only task memory changes the global and project sections render byte-identical; room the
+    task has not used yet stays empty instead of going to the project tier.
     """
 
     shares: TierShares = attrs.field(factory=TierShares)
@@ -43,6 +46,7 @@ class AssemblerConfig:
     profiles: Mapping[str, TierShares] = attrs.field(factory=dict)
     overlap_searches: bool = True
     slo: SLOPolicy | None = None
+    stable_prefix: bool = False
 
     def __attrs_post_init__(self) -> None:
         for name, value in (("head", self.head), ("tail", self.tail)):

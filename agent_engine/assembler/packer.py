@@ -85,8 +85,12 @@ class Packer:
         *,
         trust_cached_costs: bool = True,
         conflicts: Sequence[Conflict] = (),
+        lenders: Mapping[Tier, Sequence[Tier]] | None = None,
     ) -> None:
         self.budget = budget
+        self._lenders = lenders or {}
+        """The tiers whose shares a tier may fill, for those that may not fill any room left
+        (a stable prefix, :mod:`.allocation`): the most room they could ever have."""
         self.layout = layout
         self.counter = counter
         self.scale = scale = scale_of(counter)
@@ -438,14 +442,24 @@ class Packer:
         roomy -= max(later_groups.values(), default=0)
         return reach, roomy, later_sections, later_groups
 
+    def _reaches(self) -> dict[Tier, int]:
+        """The reach of each tier that may only fill the shares of some tiers (its lenders)."""
+        pinned = [t for t in self.taken if t.entry.reason is SelectionReason.PINNED]
+        return {
+            tier: sum(self._shares[lender] for lender in lenders)
+            - sum(t.units for t in pinned if t.entry.tier in lenders)
+            for tier, lenders in self._lenders.items()
+        }
+
     def settle(self) -> list[Omission]:
         """Omissions for every offered entry left out, by why.
 
         A left-out entry whose content a chosen item already shows is a duplicate. Otherwise
         it is judged against the best room its tier could have had, the budget the pinned
-        items leave: over budget when its line alone is larger, no room for header when its
-        line fits but not with the section or session header the pinned items left unopened,
-        else it lost to better candidates. An omission's tokens are what the entry would cost
+        items leave (with a stable prefix, of the shares its tier may fill): over budget when
+        its line alone is larger, no room for header when its line fits but not with the
+        section or session header the pinned items left unopened, else it lost to better
+        candidates. An omission's tokens are what the entry would cost
         in the final package; headers are only looked up for entries whose section or session
         group the package has not opened.
         """
@@ -453,7 +467,8 @@ class Packer:
         fingerprints = self._fingerprints
         over, lower = OmissionReason.OVER_BUDGET, OmissionReason.LOWER_SCORE
         headerless, duplicate = OmissionReason.NO_ROOM_FOR_HEADER, OmissionReason.DUPLICATE
-        reach, roomy, later_sections, later_groups = self._beside_pinned()
+        whole, roomy_whole, later_sections, later_groups = self._beside_pinned()
+        reaches = self._reaches()
         num, den = self._num, self._den
         settled = self.omissions.append
         scores = self._scores
@@ -474,6 +489,8 @@ class Packer:
                     cost += self._headers(entry)
                 if self._marks:
                     cost += self._marks.cost(item, self._taken_items)
+                reach = min(reaches.get(tier, whole), whole)
+                roomy = roomy_whole - (whole - reach)
                 if item.fingerprint in fingerprints:
                     reason = duplicate
                 elif line > reach:

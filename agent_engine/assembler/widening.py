@@ -55,7 +55,7 @@ def _widened(
     plan = plans.get(tier)
     if plan is None or not plan.saturated or build.reads.failed(tier):
         return None
-    if packer.left() < packer.typical_cost(plan.ranked):
+    if build.budget.spare(packer, tier)() < packer.typical_cost(plan.ranked):
         return None
     wider = build.reads.run(
         (tier,),
@@ -64,7 +64,7 @@ def _widened(
     )
     if wider is None:
         return None
-    packer.offer_all(wider.ranked, packer.left, may_truncate=False)
+    packer.offer_all(wider.ranked, build.budget.spare(packer, tier), may_truncate=False)
     packer.rescore(wider.scores)
     return attrs.evolve(
         wider,
