@@ -295,6 +295,28 @@ class TestItems:
         assert store.get(PROJECT, "k").value == {"text": "two"}
         assert store.get(PROJECT, "gone") is None
 
+    def test_a_key_another_writer_added_meanwhile_is_updated(self, backend):
+        """A key added by another store between a batch's plan and its write is updated.
+
+        The other writer runs inside the global confirmation, after the batch planned its
+        project write as an add: that add finds the key taken and is planned again.
+        """
+        stores = MemoryStores(backend, confirm=lambda _request: meanwhile())
+        first = AgentEngineStore(stores, fields=["text"], kind="preference", allow_global=True)
+        other = AgentEngineStore(stores, fields=["text"])
+
+        def meanwhile():
+            other.put(PROJECT, "k", {"text": "the other writer's"})
+            return True
+
+        first.batch(
+            [PutOp(("global", "ada"), "g", {"text": "x"}), PutOp(PROJECT, "k", {"text": "mine"})]
+        )
+        assert first.get(PROJECT, "k").value == {"text": "mine"}
+        project = stores.project_store("shop")
+        [current] = project.list_all()
+        assert [v.text for v in project.history(current.id)] == ["the other writer's", "mine"]
+
     def test_reads_in_a_batch_see_the_store_before_its_writes(self, store):
         """As in LangGraph's own stores: a batch's gets and searches run before its puts."""
         store.put(PROJECT, "k", {"text": "old"})

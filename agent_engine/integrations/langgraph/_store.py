@@ -30,7 +30,7 @@ import asyncio
 import contextvars
 import functools
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
@@ -518,12 +518,7 @@ class AgentEngineStore(BaseStore):
         order = sorted(by_scope, key=lambda scope: _WRITE_ORDER[scope.tier])
         planned = [(scope, self._plan(scope, by_scope[scope])) for scope in order]
         for scope, plan in planned:
-            try:
-                self._apply(plan)
-            except DuplicateItemError:
-                # Another process added one of these keys since the plan read them. The add is
-                # a scope's first write and all-or-none, so nothing of it happened: plan again.
-                self._apply(self._plan(scope, by_scope[scope]))
+            self._apply(plan, functools.partial(self._plan, scope, by_scope[scope]))
         get_logger(component="langgraph").debug(
             "langgraph_store_written",
             scopes=len(planned),
@@ -563,9 +558,23 @@ class AgentEngineStore(BaseStore):
         return plan
 
     @staticmethod
-    def _apply(plan: _ScopeWrite) -> None:
+    def _apply(plan: _ScopeWrite, replan: Callable[[], _ScopeWrite]) -> None:
+        """Write one scope's plan: its new items in one add, then its updates and forgets.
+
+        Another writer (a process on the same database) may have added one of the new keys
+        since the plan read them; the add, all-or-none and the scope's first write, is then
+        refused (as a duplicate id, or as a slot taken) with nothing written, and the scope
+        is planned again from what it holds now.
+        """
         if plan.add:
-            plan.store.add_many(plan.add)
+            try:
+                plan.store.add_many(plan.add)
+            except (DuplicateItemError, ValidationError):
+                if not plan.store.get_many([item.id for item in plan.add]):
+                    raise
+                plan = replan()
+                if plan.add:
+                    plan.store.add_many(plan.add)
         for item in plan.update:
             plan.store.update(item)
         if plan.forget:
