@@ -205,10 +205,10 @@ class AgentEngineStore(BaseStore):
     on, the global store's confirmation still applies to its risky kinds.
 
     ``batch`` runs on the calling thread; ``abatch`` runs the same batch on a worker thread
-    of this store's own (one, so concurrent calls run in the order they were made, and a
-    SQLite connection is never shared by two writers of one store), and never blocks the
-    event loop. A cancelled ``abatch`` either ran whole or never started; :meth:`close`
-    stops the worker.
+    of this store's own, and never blocks the event loop: one thread, so concurrent calls
+    run in the order they were made. One batch of a store runs at a time, whichever thread
+    calls. A cancelled ``abatch`` either ran whole or never started; :meth:`close` stops the
+    worker.
     """
 
     supports_ttl = False
@@ -237,8 +237,8 @@ class AgentEngineStore(BaseStore):
                 field="allow_global",
                 value=allow_global,
             )
-        self.fields = tuple(path for path, _ in _values.fields(fields))
         self._fields = _values.fields(fields)
+        self.fields = tuple(path for path, _ in self._fields)
         self.kind = _validate.identifier("kind", kind)
         self.allow_global = allow_global
         self._lock = threading.RLock()
@@ -553,8 +553,13 @@ class AgentEngineStore(BaseStore):
                         self.kind, put.text, id=local, key=local, payload=put.payload, source=SOURCE
                     )
                 )
-            elif current.text != put.text or current.payload != put.payload:
-                plan.update.append(attrs.evolve(current, text=put.text, payload=put.payload))
+            else:
+                changed = attrs.evolve(current, text=put.text, payload=put.payload)
+                # Compared as the store would keep it: a value redaction changes is the same
+                # value when it comes again, and writing it again would only journal noise.
+                kept = store.redaction.redact(changed).item if store.redaction else changed
+                if kept.text != current.text or kept.payload != current.payload:
+                    plan.update.append(changed)
         return plan
 
     @staticmethod
