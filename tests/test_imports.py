@@ -1,4 +1,4 @@
-"""Importing the package stays light: the SQL, Redis, FAISS and embedding stacks load on first use.
+"""Importing the package stays light: SQL, Redis, FAISS, embedders and LangGraph load on first use.
 
 Each check runs in a fresh interpreter, since this test process has long imported them all.
 """
@@ -18,6 +18,8 @@ HEAVY = frozenset(
     {
         "alembic",
         "faiss",
+        "langchain_core",
+        "langgraph",
         "pgserver",
         "pgvector",
         "psycopg",
@@ -29,8 +31,8 @@ HEAVY = frozenset(
         "transformers",
     }
 )
-"""Top-level packages that only the SQL or Redis backend, FAISS, a model-backed embedder or the
-tests' pgvector server need."""
+"""Top-level packages that only the SQL or Redis backend, FAISS, a model-backed embedder, the
+LangGraph integration or the tests' pgvector server need."""
 
 _REPORT = (
     "import json, sys; "
@@ -58,6 +60,7 @@ class TestLightImport:
         [
             "agent_engine",
             "agent_engine.assembler",
+            "agent_engine.integrations",
             "agent_engine.memory",
             "agent_engine.retrieval",
             "agent_engine.testing",
