@@ -1,0 +1,94 @@
+"""The async twin of the assembler: ``await assembler.build_context(task, request)``.
+
+An asyncio executor that called the synchronous :class:`~agent_engine.ContextAssembler`
+would block its event loop for the whole build (milliseconds to seconds at scale) and stall
+every other coroutine. The twin runs builds, task endings and every tier store's I/O on a
+pool of worker threads it owns (:mod:`._offload`), so the loop only awaits; builds of many
+tasks run at once, as they do on threads against the synchronous assembler, and give the
+same packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+from agent_engine.aio._offload import Offload, twin
+from agent_engine.aio.tiers import (
+    AsyncGlobalMemoryStore,
+    AsyncProjectMemoryStore,
+    AsyncTaskMemoryStore,
+)
+from agent_engine.assembler.assembler import ContextAssembler
+from agent_engine.assembler.slo import SLOStatus
+from agent_engine.errors import ValidationError
+from agent_engine.models import Task
+
+__all__ = ["AsyncContextAssembler"]
+
+
+class AsyncContextAssembler:
+    """Assembles contexts like :class:`~agent_engine.ContextAssembler`, awaited.
+
+    ``assembler``: the synchronous assembler to run (its stores, config and policies); or
+    give the arguments of one (``AsyncContextAssembler(backend, config=...)``). ``workers``:
+    threads of the pool, the most calls that run at once. Close it (``await aclose()`` or
+    ``async with``) to stop the threads; the stores' backends stay open, as they belong to
+    whoever opened them.
+    """
+
+    def __init__(
+        self, assembler: ContextAssembler | Any = None, /, *, workers: int = 4, **settings: Any
+    ) -> None:
+        if isinstance(assembler, ContextAssembler):
+            if settings:
+                raise ValidationError(
+                    f"settings ({', '.join(sorted(settings))}) go to the ContextAssembler "
+                    "given, not beside it",
+                    field="settings",
+                )
+            self.sync = assembler
+        else:
+            self.sync = ContextAssembler(assembler, **settings)
+        self.offload = Offload(workers)
+
+    @property
+    def slo(self) -> SLOStatus | None:
+        """The SLO guard's state (see ``ContextAssembler.slo``)."""
+        return self.sync.slo
+
+    def task_store(self, task: Task | str) -> AsyncTaskMemoryStore:
+        """The async twin of a task's memory (see ``ContextAssembler.task_store``)."""
+        return AsyncTaskMemoryStore(self.sync.task_store(task), self.offload)
+
+    def project_store(self, project_id: str) -> AsyncProjectMemoryStore:
+        """The async twin of a project's memory."""
+        return AsyncProjectMemoryStore(self.sync.project_store(project_id), self.offload)
+
+    def global_store(self, user_id: str = "default") -> AsyncGlobalMemoryStore:
+        """The async twin of a user's global memory."""
+        return AsyncGlobalMemoryStore(self.sync.global_store(user_id), self.offload)
+
+    build_context = twin(ContextAssembler.build_context)
+    finish_task = twin(ContextAssembler.finish_task)
+    cleanup_task = twin(ContextAssembler.cleanup_task)
+
+    async def call(self, function: Callable[[ContextAssembler], Any]) -> Any:
+        """``function(sync_assembler)`` on a worker thread: anything the twin does not wrap."""
+        return await self.offload.run(function, self.sync)
+
+    async def aclose(self) -> None:
+        """Let the calls under way finish, then stop the threads."""
+        await self.offload.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,217 @@
+"""The async twins: the sync API's packages, built off the loop, whole or not at all."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from agent_engine import (
+    AssemblerConfig,
+    ContextAssembler,
+    ContextRequest,
+    HashingEmbedder,
+    InMemoryBackend,
+    MemoryStores,
+    Task,
+    ValidationError,
+)
+from agent_engine.aio import AsyncContextAssembler
+
+NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
+TOPICS = ["deploy", "billing", "search", "auth"]
+WAIT = 10.0
+"""Seconds a test waits for what must happen long before: past it, the test fails."""
+
+
+def _tasks(assembler):
+    tasks = []
+    for n, topic in enumerate(TOPICS):
+        project = assembler.project_store(f"p{n}")
+        for i in range(15):
+            project.add_decision(f"{topic} decision {i}: keep the {topic} retries at {i}")
+        task = Task(id=f"t{n}", project_id=f"p{n}", description=f"fix the {topic} retries")
+        for step in range(6):
+            assembler.task_store(task).add_reasoning(f"{topic} step {step}", "work")
+        tasks.append(task)
+    return tasks
+
+
+def test_concurrent_awaited_builds_match_the_sync_api(backend):
+    """Many builds gathered at once give exactly the packages the sync assembler gives."""
+    sync = ContextAssembler(backend, clock=lambda: NOW, config=AssemblerConfig(track_access=False))
+    tasks = _tasks(sync)
+    jobs = [
+        (task, ContextRequest(budget_tokens=budget, query=f"{topic} retries"))
+        for task in tasks
+        for topic in TOPICS
+        for budget in (90, 400)
+        if topic in TOPICS[:2]
+    ]
+    expected = [sync.build_context(task, request).render() for task, request in jobs]
+
+    async def main():
+        async with AsyncContextAssembler(sync, workers=4) as twin:
+            packages = await asyncio.gather(*(twin.build_context(*job) for job in jobs))
+        return [package.render() for package in packages]
+
+    assert asyncio.run(main()) == expected
+
+
+class Gate:
+    """A query builder that holds a build until the event loop opens the gate."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+        self.thread = None
+
+    def history_turns(self, request):
+        return 0
+
+    def build_query(self, request, history):
+        self.thread = threading.get_ident()
+        self.entered.set()
+        assert self.opened.wait(WAIT), "the loop never opened the gate: it was blocked"
+        return request
+
+
+def _memory():
+    return MemoryStores(InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW)
+
+
+def test_a_build_runs_off_the_loop_which_keeps_running():
+    """While a build waits, the loop runs the coroutine that lets it go on."""
+    gate = Gate()
+    twin = AsyncContextAssembler(_memory(), query_builder=gate, strict=True)
+    task = Task(id="t", project_id="p")
+
+    async def main():
+        build = asyncio.ensure_future(
+            twin.build_context(task, ContextRequest(budget_tokens=100, query="q"))
+        )
+        assert await asyncio.to_thread(gate.entered.wait, WAIT)
+        gate.opened.set()  # only a loop that is free gets here
+        package = await build
+        await twin.aclose()
+        return package, threading.get_ident()
+
+    package, loop_thread = asyncio.run(main())
+    assert package.task_id == "t"
+    assert gate.thread not in {None, loop_thread}
+
+
+class HeldConfirmation:
+    """A global store's confirmation callback that holds the write until released."""
+
+    def __init__(self):
+        self.asked = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, _request):
+        self.asked.set()
+        assert self.release.wait(WAIT)
+        return True
+
+
+def test_a_write_cancelled_while_running_ends_whole_before_the_cancel_is_heard():
+    """Cancelling a running write waits for it: the caller sees CancelledError, the item is in."""
+    confirm = HeldConfirmation()
+    stores = MemoryStores(
+        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
+    )
+    twin = AsyncContextAssembler(stores)
+    user = twin.global_store("ada")
+
+    async def main():
+        write = asyncio.ensure_future(user.add_preference("tabs over spaces", category="style"))
+        assert await asyncio.to_thread(confirm.asked.wait, WAIT)
+        write.cancel()
+        await asyncio.sleep(0)
+        assert not write.done()  # the write is still running: the cancel waits for it
+        confirm.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        stored = await user.list_all()
+        await twin.aclose()
+        return stored
+
+    (item,) = asyncio.run(main())
+    assert item.text == "tabs over spaces"
+
+
+def test_a_write_cancelled_before_it_started_never_runs():
+    """A call still queued behind a busy worker is dropped whole when cancelled."""
+    confirm = HeldConfirmation()
+    stores = MemoryStores(
+        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
+    )
+    twin = AsyncContextAssembler(stores, workers=1)
+    user, project = twin.global_store("ada"), twin.project_store("p")
+
+    async def main():
+        busy = asyncio.ensure_future(user.add_preference("tabs over spaces", category="style"))
+        assert await asyncio.to_thread(confirm.asked.wait, WAIT)
+        queued = asyncio.ensure_future(project.add_decision("ship on Thursdays"))
+        await asyncio.sleep(0)
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        confirm.release.set()
+        await busy
+        stored = await project.list_all()
+        await twin.aclose()
+        return stored
+
+    assert asyncio.run(main()) == []
+
+
+def test_errors_come_back_typed_and_nothing_is_written():
+    """A bad call raises the sync API's typed error in the awaiting coroutine."""
+
+    async def main():
+        async with AsyncContextAssembler(_memory()) as twin:
+            task = twin.task_store(Task(id="t", project_id="p"))
+            foreign = twin.project_store("p").new_item("note", "from another scope")
+            with pytest.raises(ValidationError) as raised:
+                await task.add_many([task.new_item("note", "mine"), foreign])
+            return raised.value, await task.list_all()
+
+    error, stored = asyncio.run(main())
+    assert error.field == "tier"
+    assert stored == []
+
+
+def test_a_closed_twin_refuses_calls():
+    """After aclose, a call fails at once instead of hanging."""
+
+    async def main():
+        twin = AsyncContextAssembler(_memory())
+        await twin.aclose()
+        with pytest.raises(RuntimeError):
+            await twin.build_context(Task(id="t"), ContextRequest(budget_tokens=10))
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        pytest.param({"workers": 0}, "workers", id="no-workers"),
+        pytest.param({"workers": True}, "workers", id="bool-workers"),
+    ],
+)
+def test_bad_settings_are_refused(arguments, field):
+    """Settings the twin cannot run with raise a typed error naming them."""
+    with pytest.raises(ValidationError) as raised:
+        AsyncContextAssembler(_memory(), **arguments)
+    assert raised.value.field == field
+
+
+def test_settings_beside_an_assembler_are_refused():
+    """Settings belong to the ContextAssembler given, and are not silently dropped."""
+    with pytest.raises(ValidationError) as raised:
+        AsyncContextAssembler(ContextAssembler(_memory()), strict=True)
+    assert raised.value.field == "settings"
