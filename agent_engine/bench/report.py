@@ -12,7 +12,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_engine.bench import aging, deciding, dedup, ingesting, processes, querying, redaction
+from agent_engine.bench import (
+    aging,
+    deciding,
+    dedup,
+    ingesting,
+    loop,
+    prefix,
+    processes,
+    querying,
+    redaction,
+)
 from agent_engine.bench.quality import BASELINES
 
 __all__ = ["write_report"]
@@ -256,6 +266,12 @@ def _write_path_sections(results: dict[str, Any]) -> list[str]:
         ]
     if "query" in results:
         lines += ["## Query building: history in the query", "", *querying.table(results["query"])]
+    if "prefix" in results:
+        lines += [
+            "## Cache-stable prompts: the prefix each build shares",
+            "",
+            *prefix.table(results["prefix"]),
+        ]
     return lines
 
 
@@ -301,6 +317,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             *dedup.table(results["dedup"]),
         ]
     lines += _write_path_sections(results)
+    if "loop" in results:
+        lines += ["## The event loop under concurrent builds", "", *loop.table(results["loop"])]
     if "processes" in results:
         lines += [
             "## Many executors, one store",

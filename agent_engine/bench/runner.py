@@ -19,6 +19,8 @@ from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_current
 from agent_engine.bench.deciding import run_deciding
 from agent_engine.bench.dedup import EMBEDDERS, DedupBenchConfig, run_dedup
 from agent_engine.bench.ingesting import IngestBenchConfig, run_ingest
+from agent_engine.bench.loop import LoopBenchConfig, run_loop
+from agent_engine.bench.prefix import FILLS, PrefixBenchConfig, run_prefix
 from agent_engine.bench.processes import STORES, ProcessesConfig, run_processes
 from agent_engine.bench.processes import check as processes_check
 from agent_engine.bench.quality import QualityConfig, run_quality
@@ -41,6 +43,8 @@ PARTS = (
     "decider",
     "ingest",
     "query",
+    "prefix",
+    "loop",
     "processes",
 )
 """The parts of the suite, in the order they run."""
@@ -77,6 +81,8 @@ class SuiteOptions:
     redaction: RedactionBenchConfig = attrs.field(factory=RedactionBenchConfig)
     ingest: IngestBenchConfig = attrs.field(factory=IngestBenchConfig)
     query: QueryBenchConfig = attrs.field(factory=QueryBenchConfig)
+    prefix: PrefixBenchConfig = attrs.field(factory=PrefixBenchConfig)
+    loop: LoopBenchConfig = attrs.field(factory=LoopBenchConfig)
     processes: ProcessesConfig = attrs.field(factory=ProcessesConfig)
 
 
@@ -104,34 +110,7 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
             ),
         }
     }
-    if "quality" in options.parts:
-        conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
-        embedder = _embedder(options.embedder or "minilm")
-        counter = _counter(options.counter, embedder)
-        results["meta"].update(
-            {
-                "embedder": embedder.name,
-                "token counter": counter.name,
-                "conversations": list(options.conversations),
-            }
-        )
-        total = sum(len(c.questions) for c in conversations)
-        advance = progress("quality (questions)", total) if progress else None
-        results["quality"] = run_quality(
-            conversations, embedder, counter=counter, config=options.quality, progress=advance
-        )
-    if "query" in options.parts:
-        conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
-        embedder = _embedder(options.embedder or "minilm")
-        total = 5 * sum(len(c.questions) for c in conversations)
-        advance = progress("query building (questions)", total) if progress else None
-        results["query"] = run_query_building(
-            conversations,
-            embedder,
-            counter=_counter(options.counter, embedder),
-            config=options.query,
-            progress=advance,
-        )
+    results.update(_conversation_parts(options, results["meta"], progress))
     if "cost" in options.parts:
         advance = (
             progress("cost (cells)", len(options.sizes) * len(options.backends))
@@ -171,6 +150,8 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         advance = progress("dedup (cells)", cells) if progress else None
         results["dedup"] = run_dedup(options.dedup, progress=advance)
     results.update(_write_path(options))
+    if "loop" in options.parts:
+        results["loop"] = run_loop(_embedder(options.embedder or "hashing"), options.loop)
     if "processes" in options.parts:
         advance = (
             progress("processes (rounds)", len(options.processes.processes)) if progress else None
@@ -180,6 +161,54 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
     if "processes" in results:
         processes_check(results["processes"])  # after the report: the figures stay readable
     return report
+
+
+def _conversation_parts(
+    options: SuiteOptions, meta: dict[str, Any], progress: Progress | None
+) -> dict[str, Any]:
+    """The parts driven by LoCoMo's conversations that were asked for: quality, query, prefix."""
+    results: dict[str, Any] = {}
+    if "quality" in options.parts:
+        conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
+        embedder = _embedder(options.embedder or "minilm")
+        counter = _counter(options.counter, embedder)
+        meta.update(
+            {
+                "embedder": embedder.name,
+                "token counter": counter.name,
+                "conversations": list(options.conversations),
+            }
+        )
+        total = sum(len(c.questions) for c in conversations)
+        advance = progress("quality (questions)", total) if progress else None
+        results["quality"] = run_quality(
+            conversations, embedder, counter=counter, config=options.quality, progress=advance
+        )
+    if "query" in options.parts:
+        conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
+        embedder = _embedder(options.embedder or "minilm")
+        total = 5 * sum(len(c.questions) for c in conversations)
+        advance = progress("query building (questions)", total) if progress else None
+        results["query"] = run_query_building(
+            conversations,
+            embedder,
+            counter=_counter(options.counter, embedder),
+            config=options.query,
+            progress=advance,
+        )
+    if "prefix" in options.parts:
+        conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
+        embedder = _embedder(options.embedder or "minilm")
+        total = len(FILLS) * len(options.prefix.budgets) * len(conversations)
+        advance = progress("prefix (conversations)", total) if progress else None
+        results["prefix"] = run_prefix(
+            conversations,
+            embedder,
+            counter=_counter(options.counter, embedder),
+            config=options.prefix,
+            progress=advance,
+        )
+    return results
 
 
 def _write_path(options: SuiteOptions) -> dict[str, Any]:

@@ -1,0 +1,157 @@
+"""The event loop under concurrent builds: how long the loop stalls, sync API against twin.
+
+An asyncio executor that calls the synchronous assembler inside a coroutine blocks its loop
+for each whole build; the async twin (:mod:`agent_engine.aio`) runs builds on worker threads
+and the loop only awaits. The part runs ``concurrency`` coroutines that each build
+``builds`` contexts (tasks of their own over shared projects, on the embedded SQLite default),
+while a heartbeat coroutine asks to wake every millisecond and records how late it wakes: a
+late wake-up is a stall every other coroutine of the loop suffers too. Reported per mode:
+builds per second and the heartbeat's lateness (p50, p99, max).
+
+Run it with ``agent-engine bench loop`` (``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from agent_engine.aio.assembler import AsyncContextAssembler
+from agent_engine.assembler.assembler import ContextAssembler
+from agent_engine.assembler.package import ContextPackage
+from agent_engine.embeddings import Embedder
+from agent_engine.memory.sql.backend import SQLAlchemyBackend
+from agent_engine.models import ContextRequest, Task
+
+__all__ = ["SYNC", "LoopBenchConfig", "run_loop", "table"]
+
+SYNC = "sync in the loop"
+"""The baseline: the sync API called inside the coroutines."""
+
+TOPICS = ("deploy", "billing", "search", "auth", "export", "login", "cache", "queue")
+
+
+@attrs.frozen
+class LoopBenchConfig:
+    """The store's size, the coroutines building at once, and builds per coroutine."""
+
+    items: int = 2_000
+    concurrency: int = 8
+    builds: int = 20
+    workers: tuple[int, ...] = (1, 2, 4)
+    """The twin's pool sizes measured, a row each."""
+    budget: int = 1_024
+    tick: float = 0.001
+    """Seconds the heartbeat asks to sleep between wake-ups."""
+
+
+def run_loop(embedder: Embedder, config: LoopBenchConfig = LoopBenchConfig()) -> dict[str, Any]:
+    """Both modes on one SQLite file (see the module)."""
+    with tempfile.TemporaryDirectory() as folder:
+        backend = SQLAlchemyBackend(f"sqlite:///{Path(folder) / 'loop.db'}", embedder=embedder)
+        try:
+            assembler = ContextAssembler(backend)
+            tasks = _load(assembler, config)
+            results = {SYNC: asyncio.run(_round(None, assembler, tasks, config))}
+            for workers in config.workers:
+                mode = f"async twin, {workers} worker{'s' if workers > 1 else ''}"
+                results[mode] = asyncio.run(_round(workers, assembler, tasks, config))
+        finally:
+            backend.close()
+    return {"config": attrs.asdict(config), "modes": results}
+
+
+def _load(assembler: ContextAssembler, config: LoopBenchConfig) -> list[Task]:
+    """Projects of decisions, and one task per coroutine with a few steps of its own."""
+    per_project = max(config.items // len(TOPICS), 1)
+    for topic in TOPICS:
+        project = assembler.project_store(topic)
+        project.add_many(
+            project.new_item("decision", f"{topic} decision {n}: keep the {topic} retries at {n}")
+            for n in range(per_project)
+        )
+    tasks = []
+    for n in range(config.concurrency):
+        topic = TOPICS[n % len(TOPICS)]
+        task = Task(id=f"loop-{n}", project_id=topic, description=f"fix the {topic} retries")
+        memory = assembler.task_store(task)
+        for step in range(8):
+            memory.add_reasoning(f"{topic} step {step}: looked at the retries", "work")
+        tasks.append(task)
+    return tasks
+
+
+async def _round(
+    workers: int | None, assembler: ContextAssembler, tasks: list[Task], config: LoopBenchConfig
+) -> dict[str, float]:
+    """One mode's builds (``workers``: the twin's; ``None``: the sync API), heartbeat beside."""
+    twin = AsyncContextAssembler(assembler, workers=workers or 1)
+    build: Callable[[Task, ContextRequest], Awaitable[ContextPackage]]
+    if workers is not None:
+        build = twin.build_context
+    else:
+
+        async def build(task: Task, request: ContextRequest) -> ContextPackage:
+            return assembler.build_context(task, request)  # blocks the loop: what is measured
+
+    lateness: list[float] = []
+    done = asyncio.Event()
+
+    async def heartbeat() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            await asyncio.sleep(config.tick)
+            lateness.append(time.perf_counter() - start - config.tick)
+
+    async def builder(task: Task) -> None:
+        for n in range(config.builds):
+            request = ContextRequest(
+                budget_tokens=config.budget, query=f"{task.project_id} retries {n}"
+            )
+            await build(task, request)
+
+    beat = asyncio.ensure_future(heartbeat())
+    await asyncio.sleep(config.tick * 5)  # the heartbeat is running before the first build
+    start = time.perf_counter()
+    await asyncio.gather(*(builder(task) for task in tasks))
+    elapsed = time.perf_counter() - start
+    done.set()
+    await beat
+    await twin.aclose()
+    stalls = sorted(lateness)
+    return {
+        "builds_per_s": len(tasks) * config.builds / elapsed,
+        "stall_p50_ms": statistics.median(stalls) * 1000,
+        "stall_p99_ms": stalls[min(len(stalls) - 1, int(len(stalls) * 0.99))] * 1000,
+        "stall_max_ms": stalls[-1] * 1000,
+        "wakeups": len(stalls),
+    }
+
+
+def table(results: dict[str, Any]) -> list[str]:
+    """One row per mode."""
+    config = results["config"]
+    lines = [
+        (
+            f"{config['concurrency']} coroutines x {config['builds']} builds of "
+            f"{config['budget']} tokens, {config['items']:,} items on a SQLite file; "
+            "the heartbeat's lateness per "
+            f"{config['tick'] * 1000:g} ms sleep:"
+        ),
+        "",
+        "| mode | builds/s | stall p50 ms | stall p99 ms | stall max ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {mode} | {r['builds_per_s']:.1f} | {r['stall_p50_ms']:.2f} | "
+        f"{r['stall_p99_ms']:.2f} | {r['stall_max_ms']:.2f} |"
+        for mode, r in results["modes"].items()
+    ]
+    return [*lines, ""]
