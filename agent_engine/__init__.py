@@ -16,6 +16,7 @@ only reads memory (``agent-engine memory search``) never loads the assembler.
 import typing as _typing
 
 from agent_engine import _lazy
+from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine._version import __version__
 from agent_engine.embeddings import (
     Embedder,
@@ -145,6 +146,7 @@ else:
             **dict.fromkeys(
                 [
                     "DEFAULT_POLICIES",
+                    "DEFAULT_TELEMETRY",
                     "AssemblerConfig",
                     "ContextAssembler",
                     "ContextPackage",
@@ -202,6 +204,7 @@ __all__ = [
     "CopyIncompleteError",
     "DEFAULT_COUNTER",
     "DEFAULT_POLICIES",
+    "DEFAULT_TELEMETRY",
     "DimensionMismatchError",
     "DuplicateItemError",
     "Embedder",
@@ -252,6 +255,7 @@ __all__ = [
     "TaskEnd",
     "TaskMemoryStore",
     "TaskState",
+    "Telemetry",
     "Tier",
     "TierFailure",
     "TierShares",

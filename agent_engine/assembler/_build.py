@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from agent_engine.assembler._failopen import FailOpen
+from agent_engine.assembler._observe import NO_PHASES, Phases
 from agent_engine.assembler.allocation import Budget
 from agent_engine.assembler.candidates import QueryVectors
 from agent_engine.assembler.config import AssemblerConfig
@@ -50,3 +51,5 @@ class Build:
     degraded: bool = False
     """Whether the SLO guard made this build gather less (:mod:`.slo`)."""
     started: float = attrs.field(factory=time.perf_counter)
+    phases: Phases = NO_PHASES
+    """Where the steps charge their time, when the build's span records (:mod:`._observe`)."""

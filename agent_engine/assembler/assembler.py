@@ -39,6 +39,7 @@ from agent_engine.assembler._build import Build
 from agent_engine.assembler._costcache import CostCaches
 from agent_engine.assembler._failopen import FailOpen
 from agent_engine.assembler._fit import fit_render
+from agent_engine.assembler._observe import NO_PHASES, Phases, observe_build, report_build
 from agent_engine.assembler.allocation import fill, plan_budget
 from agent_engine.assembler.config import AssemblerConfig
 from agent_engine.assembler.conflicts import CONFLICTS_READ
@@ -156,12 +157,30 @@ class ContextAssembler:
     def build_context(
         self, task: Task, request: ContextRequest, *, strict: bool | None = None
     ) -> ContextPackage:
-        """Assemble the context for one step of ``task`` (see the module docstring)."""
-        build = self._begin(task, request, self.strict if strict is None else strict)
-        packed = self._pack(build, plan_tiers(build))
+        """Assemble the context for one step of ``task`` (see the module docstring).
+
+        The build reports as a span with its stores' telemetry (``docs/telemetry.md``).
+        """
+        with observe_build(self.stores.telemetry) as span:
+            phases = Phases() if span is not None and span.recording else NO_PHASES
+            package = self._build(task, request, self.strict if strict is None else strict, phases)
+            if span is not None:
+                report_build(span, task, package, phases)
+            return package
+
+    def _build(
+        self, task: Task, request: ContextRequest, strict: bool, phases: Phases
+    ) -> ContextPackage:
+        with phases.measure("plan"):
+            build = self._begin(task, request, strict, phases)
+        plans = plan_tiers(build)
+        with phases.measure("pack"):
+            packed = self._pack(build, plans)
         if self.config.track_access:
-            self._record_access(build, packed.packer.taken)
-        package = explain(build, packed.packer, packed.plans, packed.counted)
+            with phases.measure("access"):
+                self._record_access(build, packed.packer.taken)
+        with phases.measure("render"):
+            package = explain(build, packed.packer, packed.plans, packed.counted)
         duration = time.perf_counter() - build.started
         if self._slo is not None:
             self._slo.record(duration)
@@ -177,7 +196,7 @@ class ContextAssembler:
         )
         return package
 
-    def _begin(self, task: Task, request: ContextRequest, strict: bool) -> Build:
+    def _begin(self, task: Task, request: ContextRequest, strict: bool, phases: Phases) -> Build:
         """The build's state, its budget planned (step 1)."""
         for name, value, kind in (("task", task, Task), ("request", request, ContextRequest)):
             if not isinstance(value, kind):
@@ -213,6 +232,7 @@ class ContextAssembler:
             log=log,
             query=self._query(request.query or task.description, stores[Tier.TASK], reads),
             degraded=degraded,
+            phases=phases,
         )
 
     def _query(self, request: str, timeline: TierStore, reads: FailOpen) -> str:
@@ -240,7 +260,8 @@ class ContextAssembler:
 
         The open conflicts of the planned tiers are read first: a pair both taken is marked.
         """
-        conflicts = _read_conflicts(build, plans)
+        with build.phases.measure("gather"):
+            conflicts = _read_conflicts(build, plans)
         packer = self._packer(build, trust_cached_costs=True, conflicts=conflicts)
         fill(packer, plans, build.budget)
         plans = widen(build, packer, plans)
@@ -251,7 +272,8 @@ class ContextAssembler:
             packer = self._packer(build, trust_cached_costs=False, conflicts=conflicts)
             packer.rescore(scores)
             fill(packer, plans, build.budget)
-        counted = fit_render(packer, build.budget.tokens, self.config.layout, self.counter)
+        with build.phases.measure("render"):
+            counted = fit_render(packer, build.budget.tokens, self.config.layout, self.counter)
         return _Packed(packer, plans, counted)
 
     def _packer(

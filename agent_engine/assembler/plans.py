@@ -82,8 +82,10 @@ def plan_tier(
     items are not read again. Every read happens before anything is returned: a failing
     read leaves nothing half-planned behind.
     """
-    gathered = _gather(build, store, limits or build.config.limits, wider_than)
-    return _score(build, store, gathered, wider_than)
+    with build.phases.measure("gather"):
+        gathered = _gather(build, store, limits or build.config.limits, wider_than)
+    with build.phases.measure("score"):
+        return _score(build, store, gathered, wider_than)
 
 
 def _gather(

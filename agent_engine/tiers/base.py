@@ -16,12 +16,13 @@ import contextlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from agent_engine import _validate
 from agent_engine._log import get_logger
+from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry, names, operation
 from agent_engine.embeddings import EmbedderIdentity
 from agent_engine.errors import (
     DuplicateItemError,
@@ -80,6 +81,9 @@ from agent_engine.tiers.scope import id_prefix, qualified, scoped_id
 from agent_engine.tiers.views import View, as_view, view_filter
 from agent_engine.tokens import DEFAULT_COUNTER
 
+if TYPE_CHECKING:
+    from agent_engine._telemetry.otel import Operation
+
 __all__ = ["QueryVectors", "TierStore", "by_backend", "record_access"]
 
 QueryVectors = dict[tuple[EmbedderIdentity, str], Vector]
@@ -103,6 +107,9 @@ class TierStore:
     of stored (:class:`~agent_engine.tiers.dedup.MergePolicy`; ``None`` turns merging off).
     ``redaction`` is applied to every item before anything of it is written or embedded
     (:class:`~agent_engine.redaction.RedactionPolicy`; ``None`` stores items as given).
+    ``telemetry`` is where its adds, searches and compactions report as OpenTelemetry spans
+    and metrics (:class:`~agent_engine.Telemetry`: the application's global providers by
+    default, no text; ``None`` reports nothing; ``docs/telemetry.md``).
     """
 
     tier: ClassVar[Tier]
@@ -118,8 +125,10 @@ class TierStore:
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
         redaction: RedactionPolicy | None = DEFAULT_REDACTION,
+        telemetry: Telemetry | None = DEFAULT_TELEMETRY,
     ) -> None:
         _validate.identifier("namespace", namespace)
+        self.telemetry = _validate.optional("telemetry", Telemetry, telemetry)
         self.aging = _validate.optional("aging", AgingPolicy, aging) or AgingPolicy()
         self.merge = _validate.optional("merge", MergePolicy, merge)
         self.redaction = _validate.optional("redaction", RedactionPolicy, redaction)
@@ -299,7 +308,11 @@ class TierStore:
         view: View | str = View.WORKING,
     ) -> list[SearchHit]:
         """Semantic search within this store's ``view`` (the working set by default)."""
-        return self.backend.search(query, k, self._scoped(filters, view))
+        with self._operation(names.SEARCH_MEMORY, "search") as span:
+            hits = self.backend.search(query, k, self._scoped(filters, view))
+            if span is not None:
+                _report_hits(span, query, hits)
+            return hits
 
     def search_many(
         self,
@@ -329,12 +342,16 @@ class TierStore:
         Raises :class:`~agent_engine.errors.EmbeddingError` when :attr:`query_embedder` is
         ``None``.
         """
-        identity = self.query_embedder
-        made = vectors.get((identity, text)) if identity is not None and vectors else None
-        vector = made if made is not None else self.backend.embed_query(text)
-        if identity is not None and vectors is not None:
-            vectors[identity, text] = vector  # without an embedder, embed_query raised
-        return vector, self.search(vector, k, view=view)
+        with self._operation(names.SEARCH_MEMORY, "search_text") as span:
+            identity = self.query_embedder
+            made = vectors.get((identity, text)) if identity is not None and vectors else None
+            vector = made if made is not None else self.backend.embed_query(text)
+            if identity is not None and vectors is not None:
+                vectors[identity, text] = vector  # without an embedder, embed_query raised
+            hits = self.backend.search(vector, k, self._scoped(None, view))
+            if span is not None:
+                _report_hits(span, text, hits)
+            return vector, hits
 
     @property
     def query_embedder(self) -> EmbedderIdentity | None:
@@ -368,6 +385,19 @@ class TierStore:
     def _scoped(self, filters: FilterInput, view: View | str = View.WORKING) -> Filter:
         return self._views[as_view(view)].and_(parse_filter(filters))
 
+    def _operation(self, name: str, method: str) -> AbstractContextManager[Operation | None]:
+        """The span of one of this store's operations (``name``: the conventions' name)."""
+        return operation(
+            self.telemetry,
+            name,
+            {
+                names.OPERATION_NAME: name,
+                names.METHOD: method,
+                names.TIER: self.tier.value,
+                names.STORE_ID: self.namespace,
+            },
+        )
+
     # ------------------------------------------------------------------ writes
 
     def add(self, item: ContextItem) -> ContextItem:
@@ -398,6 +428,13 @@ class TierStore:
         the items keyed newcomers supersede are written together, journaled first (``add``,
         ``merge``, ``supersede``).
         """
+        with self._operation(names.UPSERT_MEMORY, "add") as span:
+            outcomes = self._add_outcomes(items)
+            if span is not None:
+                _report_added(span, outcomes)
+            return outcomes
+
+    def _add_outcomes(self, items: Iterable[ContextItem]) -> list[AddOutcome]:
         batch = item_batch(items)
         self._check_scope(batch)
         if not batch:
@@ -759,7 +796,14 @@ class TierStore:
                 f"dry_run must be True or False, got {dry_run!r}", field="dry_run", value=dry_run
             )
         chosen = _validate.optional("policy", AgingPolicy, policy) or self.aging
-        plan = plan_compaction(self, chosen, self.clock())
+        with self._operation(names.UPDATE_MEMORY, "compact") as span:
+            report = self._compact(chosen, dry_run=dry_run)
+            if span is not None:
+                _report_compaction(span, report, dry_run=dry_run)
+            return report
+
+    def _compact(self, policy: AgingPolicy, *, dry_run: bool) -> CompactionReport:
+        plan = plan_compaction(self, policy, self.clock())
         if dry_run or not plan.moves:
             return plan
         summary = plan.summary()
@@ -1038,6 +1082,49 @@ class TierStore:
 
     def _after_add(self) -> None:
         """Hook run after every successful add (project memory evicts here)."""
+
+
+def _report_hits(span: Operation, query: object, hits: Sequence[SearchHit]) -> None:
+    """A search's span: how many hits; the query and the hits' text when text may be recorded."""
+    if not span.recording:
+        return
+    span.set({names.RECORD_COUNT: len(hits)})
+    span.set_query(query)
+    if span.captures_text:
+        span.set_records(
+            {"id": hit.item.id, "content": hit.item.text, "score": hit.score} for hit in hits
+        )
+
+
+def _report_added(span: Operation, outcomes: Sequence[AddOutcome]) -> None:
+    """An add's span: how many items, how many merged, the id of a single one; text if allowed.
+
+    The text recorded is each item as the store holds it: after redaction.
+    """
+    if not span.recording:
+        return
+    merged = sum(1 for outcome in outcomes if outcome.merged)
+    span.set({names.RECORD_COUNT: len(outcomes), "agent_engine.memory.merged": merged})
+    if len(outcomes) == 1:
+        span.set({names.RECORD_ID: outcomes[0].item.id})
+    if span.captures_text:
+        span.set_records({"id": o.item.id, "content": o.given.text} for o in outcomes)
+
+
+def _report_compaction(span: Operation, report: CompactionReport, *, dry_run: bool) -> None:
+    """A compaction's span: the records it moved (none on a dry run) and its plan's numbers."""
+    if not span.recording:
+        return
+    span.set(
+        {
+            names.RECORD_COUNT: report.moved,
+            "agent_engine.compaction.dry_run": dry_run,
+            "agent_engine.compaction.working": report.working,
+            "agent_engine.compaction.planned": len(report.moves),
+            "agent_engine.compaction.skipped": len(report.skipped),
+            **{f"agent_engine.compaction.{reason}": n for reason, n in report.counts().items()},
+        }
+    )
 
 
 def by_backend(stores: Iterable[TierStore]) -> list[list[TierStore]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine.errors import ConfirmationDeclined
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ContextItem, Tier, utcnow
@@ -69,6 +70,7 @@ class GlobalMemoryStore(TierStore):
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
         redaction: RedactionPolicy | None = DEFAULT_REDACTION,
+        telemetry: Telemetry | None = DEFAULT_TELEMETRY,
     ) -> None:
         self.user_id = user_id
         self.confirm = confirm
@@ -82,6 +84,7 @@ class GlobalMemoryStore(TierStore):
             conflict_detection=conflict_detection,
             merge=merge,
             redaction=redaction,
+            telemetry=telemetry,
         )
 
     # ------------------------------------------------------------------ confirmation

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ArchiveReason, ContextItem, Tier, utcnow
@@ -53,6 +54,7 @@ class ProjectMemoryStore(TierStore):
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
         redaction: RedactionPolicy | None = DEFAULT_REDACTION,
+        telemetry: Telemetry | None = DEFAULT_TELEMETRY,
     ) -> None:
         if max_items is not None and (isinstance(max_items, bool) or max_items < 1):
             raise ValidationError(
@@ -71,6 +73,7 @@ class ProjectMemoryStore(TierStore):
             conflict_detection=conflict_detection,
             merge=merge,
             redaction=redaction,
+            telemetry=telemetry,
         )
         # One limit: max_items is the soft limit of the policy compaction applies too.
         self.aging = self.aging.with_limit(max_items)

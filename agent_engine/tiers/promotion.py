@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from agent_engine import _validate
+from agent_engine._telemetry import names, operation
 from agent_engine.errors import ValidationError
 from agent_engine.models import (
     ContextItem,
@@ -59,8 +60,36 @@ def promote(
 
     The copy is confirmed (pinned if the original is). With ``quarantine`` it is a candidate
     instead, unless the original is pinned: a pin is explicit intent, and pinned items never
-    decay.
+    decay. The promotion reports as the target's operation (its telemetry, its namespace).
     """
+    with operation(
+        target.telemetry,
+        names.UPSERT_MEMORY,
+        {
+            names.OPERATION_NAME: names.UPSERT_MEMORY,
+            names.METHOD: "promote",
+            names.TIER: target.tier.value,
+            names.STORE_ID: target.namespace,
+            "agent_engine.promotion.source_tier": source.tier.value,
+            "agent_engine.promotion.quarantine": quarantine,
+        },
+    ) as span:
+        result = _promote(source, target, item_id, reason=reason, quarantine=quarantine)
+        if span is not None:
+            span.set(
+                {
+                    names.RECORD_COUNT: 1,
+                    names.RECORD_ID: result.item.id,
+                    "agent_engine.promotion.duplicate": result.duplicate,
+                }
+            )
+            span.set_records([{"id": result.item.id, "content": result.item.text}])
+        return result
+
+
+def _promote(
+    source: TierStore, target: TierStore, item_id: str, *, reason: str, quarantine: bool
+) -> PromotionResult:
     if (source.tier, target.tier) not in _ALLOWED:
         raise ValidationError(
             f"cannot promote from {source.tier.value} to {target.tier.value}; "

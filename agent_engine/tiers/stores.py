@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 import attrs
 
 from agent_engine import _validate
+from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import Task, Tier, utcnow
@@ -48,7 +49,10 @@ class MemoryStores:
     to project or global memory is a near-duplicate merged into one held (``None``: never;
     task memory keeps every step of its timeline); ``redaction`` is what every store takes out
     of an item before writing it (:class:`~agent_engine.redaction.RedactionPolicy`: secrets
-    and personal data masked by default; ``None``: items are stored as given).
+    and personal data masked by default; ``None``: items are stored as given); ``telemetry``
+    is where every store, and an assembler's builds over these stores, report as OpenTelemetry
+    spans and metrics (:class:`~agent_engine.Telemetry`: the application's global providers,
+    no text; ``None``: nothing; ``docs/telemetry.md``).
 
     ``promotion`` turns auto-promotion on (off by default): a preset's name
     (``"conservative"``, ``"balanced"``, ``"aggressive"``) or a
@@ -78,6 +82,7 @@ class MemoryStores:
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = DEFAULT_MERGE,
         redaction: RedactionPolicy | None = DEFAULT_REDACTION,
+        telemetry: Telemetry | None = DEFAULT_TELEMETRY,
     ) -> None:
         self.promotion = resolve_preset(promotion) if promotion is not None else None
         self.candidate_window = check_window(candidate_window)
@@ -95,6 +100,7 @@ class MemoryStores:
         self.conflict_detection = conflict_detection
         self.merge = _validate.optional("merge", MergePolicy, merge)
         self.redaction = _validate.optional("redaction", RedactionPolicy, redaction)
+        self.telemetry = _validate.optional("telemetry", Telemetry, telemetry)
         self._tasks: dict[str, TaskMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
@@ -127,6 +133,7 @@ class MemoryStores:
                     conflict_detection=self.conflict_detection,
                     merge=self.merge,
                     redaction=self.redaction,
+                    telemetry=self.telemetry,
                 )
             return store
 
@@ -144,6 +151,7 @@ class MemoryStores:
                     conflict_detection=self.conflict_detection,
                     merge=self.merge,
                     redaction=self.redaction,
+                    telemetry=self.telemetry,
                 )
             return store
 
@@ -186,6 +194,7 @@ class MemoryStores:
             aging=self.aging,
             conflict_detection=self.conflict_detection,
             redaction=self.redaction,
+            telemetry=self.telemetry,
         )
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_engine import _validate
+from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -70,6 +71,7 @@ class TaskMemoryStore(TierStore):
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
         merge: MergePolicy | None = None,
         redaction: RedactionPolicy | None = DEFAULT_REDACTION,
+        telemetry: Telemetry | None = DEFAULT_TELEMETRY,
     ) -> None:
         if isinstance(task, Task):
             if (project_id, user_id) != (None, None):
@@ -93,6 +95,7 @@ class TaskMemoryStore(TierStore):
             conflict_detection=conflict_detection,
             merge=merge,
             redaction=redaction,
+            telemetry=telemetry,
         )
 
     def add_instruction(self, text: str, *, importance: float = 1.0) -> ContextItem:
