@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +39,11 @@ class Offload:
 
     async def run(self, function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """``function(*args, **kwargs)`` on a worker thread; see the module for cancellation."""
-        future: Future[R] = self._pool.submit(functools.partial(function, *args, **kwargs))
+        # The caller's context variables go along, as with asyncio.to_thread: an enclosing
+        # OpenTelemetry span parents the call's spans, and structlog's bound context holds.
+        context = contextvars.copy_context()
+        call = functools.partial(function, *args, **kwargs)
+        future: Future[R] = self._pool.submit(context.run, call)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:

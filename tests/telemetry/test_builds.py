@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -12,10 +13,13 @@ from opentelemetry.trace import StatusCode
 from agent_engine import (
     ContextAssembler,
     ContextRequest,
+    HashingEmbedder,
+    InMemoryBackend,
     MemoryStores,
     Task,
     ValidationError,
 )
+from agent_engine.aio import AsyncContextAssembler
 from tests.assembler.test_degrade import BreakableBackend
 from tests.telemetry.conftest import every_text
 
@@ -283,3 +287,22 @@ class TestPhases:
         with NO_PHASES.measure("pack"):
             now[0] += 1.0
         assert NO_PHASES.seconds == {}
+
+
+class TestAsyncTwin:
+    def test_an_awaited_build_is_a_child_of_the_callers_span(self, reported):
+        """The twin's worker thread runs in the caller's context: spans nest across it."""
+        backend = InMemoryBackend(embedder=HashingEmbedder(dim=32))
+        assembler = _assembler(backend, reported.telemetry())
+        tracer = reported.tracer_provider.get_tracer("executor")
+
+        async def step():
+            async with AsyncContextAssembler(assembler) as twin:
+                with tracer.start_as_current_span("agent step"):
+                    await twin.build_context(TASK, ContextRequest(budget_tokens=120, query=QUERY))
+
+        reported.clear()
+        asyncio.run(step())
+        outer, build = reported.span("agent step"), reported.span("build_context")
+        assert build.parent is not None
+        assert build.parent.span_id == outer.context.span_id
