@@ -72,6 +72,8 @@ class QualityConfig:
     query_builder: QueryBuilder | None = DEFAULT_QUERY_BUILDER
     """What the assembler ranks against (:mod:`agent_engine.assembler.query`; ``None``: the
     question as asked)."""
+    stable_prefix: bool = False
+    """Build with ``AssemblerConfig(stable_prefix=True)``: what a cache-stable prompt costs."""
 
 
 def split_of(index: int) -> str:
@@ -96,7 +98,7 @@ def conversation_stores(
             max_project_items=config.working_set,
             clock=lambda: end,
         ),
-        config=AssemblerConfig(track_access=False),
+        config=AssemblerConfig(track_access=False, stable_prefix=config.stable_prefix),
         counter=counter,
         policies=policies,
         query_builder=config.query_builder,

@@ -286,6 +286,11 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         action="store_true",
         help="quality: forget what --working-set archived (eviction before the archive)",
     )
+    parser.add_argument(
+        "--stable-prefix",
+        action="store_true",
+        help="quality: build with AssemblerConfig(stable_prefix=True)",
+    )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
         "--backends",
@@ -415,6 +420,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             budgets=parse_ints(args.budgets),
             policies=tuple(args.policies.split(",")),
             working_set=args.working_set,
+            stable_prefix=args.stable_prefix,
             drop_archive=args.drop_archive,
         ),
         sizes=parse_ints(args.sizes),

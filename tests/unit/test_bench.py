@@ -9,14 +9,16 @@ import attrs
 import pytest
 
 from agent_engine import ValidationError
+from agent_engine.assembler.policies import DEFAULT_POLICIES
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
-from agent_engine.bench.quality import QualityConfig, run_quality, split_of
+from agent_engine.bench.quality import QualityConfig, conversation_stores, run_quality, split_of
 from agent_engine.bench.report import write_report
-from agent_engine.bench.runner import SuiteOptions, main, parse_ints
+from agent_engine.bench.runner import SuiteOptions, main, parse_ints, parse_options
 from agent_engine.bench.synthetic import MAX_PINNED, generate
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.tokens import DEFAULT_COUNTER
 
 SAMPLE = {
     "sample_id": "conv-x",
@@ -121,6 +123,16 @@ class TestLocomo:
 
         assert recall() == recall(working_set=1) == 1.0
         assert recall(working_set=1, drop_archive=True) < 1.0
+
+    def test_stable_prefix_reaches_the_assembler(self, data):
+        """``--stable-prefix`` builds the quality part's stores with a stable prefix."""
+        (conversation, *_) = locomo.load(data)
+        config = parse_options(["quality", "--stable-prefix"]).quality
+        assembler, _task = conversation_stores(
+            conversation, HashingEmbedder(dim=16), DEFAULT_COUNTER, config, DEFAULT_POLICIES
+        )
+        assert assembler.config.stable_prefix
+        assert not parse_options(["quality"]).quality.stable_prefix
 
 
 class TestSynthetic:
