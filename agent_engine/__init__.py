@@ -44,6 +44,7 @@ from agent_engine.errors import (
     ReembedRequiredError,
     SchemaVersionError,
     StoreNotEmptyError,
+    SummaryError,
     UnknownBackendError,
     ValidationError,
 )
@@ -248,6 +249,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Status",
     "StoreNotEmptyError",
+    "SummaryError",
     "Task",
     "TaskEnd",
     "TaskMemoryStore",

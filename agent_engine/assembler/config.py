@@ -10,6 +10,7 @@ from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.assembler.render import Layout
 from agent_engine.assembler.slo import SLOPolicy
+from agent_engine.assembler.summary import SummaryConfig
 from agent_engine.errors import ValidationError
 from agent_engine.models import Tier, TierShares
 
@@ -29,7 +30,9 @@ class AssemblerConfig:
     release the GIL, so they overlap (about 0.8 ms of a 5 ms build at 100k items on HNSW).
     Turn it off to keep every read on the calling thread. ``slo``: an SLO guard
     (:mod:`.slo`): past its p95, builds gather fewer candidates until latency recovers
-    (``None``, the default: no guard).
+    (``None``, the default: no guard). ``summary``: summarize what a build leaves out for
+    lack of room, in a share of its budget (:mod:`.summary`; ``None``, the default: no
+    summary).
     """
 
     shares: TierShares = attrs.field(factory=TierShares)
@@ -43,6 +46,7 @@ class AssemblerConfig:
     profiles: Mapping[str, TierShares] = attrs.field(factory=dict)
     overlap_searches: bool = True
     slo: SLOPolicy | None = None
+    summary: SummaryConfig | None = None
 
     def __attrs_post_init__(self) -> None:
         for name, value in (("head", self.head), ("tail", self.tail)):
@@ -50,6 +54,12 @@ class AssemblerConfig:
                 raise ValidationError(
                     f"{name} must be a non-negative integer", field=name, value=value
                 )
+        if self.summary is not None and not isinstance(self.summary, SummaryConfig):
+            raise ValidationError(
+                f"summary must be a SummaryConfig or None, got {type(self.summary).__name__}",
+                field="summary",
+                value=self.summary,
+            )
         if sorted(self.spill_order) != sorted(Tier):
             raise ValidationError(
                 "spill_order must name each tier once", field="spill_order", value=self.spill_order
