@@ -9,9 +9,10 @@ import attrs
 import pytest
 
 from agent_engine import ValidationError
+from agent_engine.assembler import ContextPackage, Layout, Summary, SummaryConfig
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
-from agent_engine.bench.quality import QualityConfig, run_quality, split_of
+from agent_engine.bench.quality import QualityConfig, run_quality, split_of, summarized
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints
 from agent_engine.bench.synthetic import MAX_PINNED, generate
@@ -121,6 +122,48 @@ class TestLocomo:
 
         assert recall() == recall(working_set=1) == 1.0
         assert recall(working_set=1, drop_archive=True) < 1.0
+
+
+class TestSummaryRows:
+    TEXTS = {  # noqa: RUF012 - read only
+        "D1:1": "Ann: I adopted a cat named Miso.",
+        "D2:1": "Bob: I started painting sunsets.",
+    }
+
+    @staticmethod
+    def package(text: str) -> ContextPackage:
+        summary = Summary(text=text, tokens=1, allowance=1, sources=(), summarizer="x")
+        return ContextPackage("p", "t", 100, "hybrid", Layout(), (), (), (), summary=summary)
+
+    def test_a_fragment_of_a_turn_counts_with_the_share_it_shows(self):
+        """A summary line that is a part of the turn (label and cut mark aside) credits it."""
+        shown = summarized(self.package("Ann: I adopted a cat …"), ["D1:1", "D2:1"], self.TEXTS)
+        assert shown == {"D1:1": pytest.approx(4 / 6)}
+
+    def test_short_fragments_and_paraphrases_do_not_count(self):
+        """Under three words, or words the turn does not have in that order: no credit."""
+        text = "Bob: I started …\nAnn has a cat called Miso.\nBob paints sunsets."
+        assert summarized(self.package(text), ["D1:1", "D2:1"], self.TEXTS) == {}
+        assert summarized(self.package(""), ["D1:1"], self.TEXTS) == {}
+
+    def test_the_rows_with_a_summary(self, data):
+        """Each policy is measured again with a summary; its row says what it held whole."""
+        conversations = locomo.load(data)
+        config = QualityConfig(
+            budgets=(40, 4096),
+            policies=("hybrid",),
+            live_turns=1,
+            summary=SummaryConfig(share=0.5, min_tokens=4),
+        )
+        result = run_quality(conversations, HashingEmbedder(dim=64), config=config)
+        rows = result["summary"]["tuning (0-4)"]
+        assert set(rows) == {"hybrid", "hybrid+summary"}
+        plain, summary = rows["hybrid"]["overall"], rows["hybrid+summary"]["overall"]
+        assert summary["items"]["40"] <= summary["recall"]["40"]
+        assert summary["items"]["40"] < plain["recall"]["40"]  # the share came from the items
+        assert summary["recall"]["40"] > summary["items"]["40"]  # and fragments were credited
+        assert 0 < summary["coverage"]["40"] <= 1
+        assert summary["recall"]["4096"] == plain["recall"]["4096"] == 1.0
 
 
 class TestSynthetic:
