@@ -56,9 +56,37 @@ def _quality_tables(summary: dict[str, Any], budgets: list[int]) -> list[str]:
                 ratios.append(f"{mine / best:.2f}x" if best else "-")
             lines.append(f"| *{DEFAULT_POLICY} / best baseline* | {' | '.join(ratios)} | | | |")
         lines.append("")
+        lines += _summary_rows(policies, budgets)
         if DEFAULT_POLICY in policies:
             lines += _category_table(policies, budgets)
     return lines
+
+
+def _summary_rows(policies: dict[str, Any], budgets: list[int]) -> list[str]:
+    """What the rows measured with a summary section count, and what they held whole."""
+    rows = {
+        name: entry["overall"] for name, entry in policies.items() if "items" in entry["overall"]
+    }
+    if not rows:
+        return []
+    header = " | ".join(f"≤{b}" for b in budgets)
+    lines = [
+        (
+            "Rows with a summary section credit an evidence turn held whole or shown as a "
+            "fragment in the summary (three words or more of its text). Beside them: the "
+            "evidence held whole, and how much of a credited turn its fragment shows."
+        ),
+        "",
+        f"| row | measure | {header} |",
+        "|---" * (len(budgets) + 2) + "|",
+    ]
+    for name, overall in rows.items():
+        for measure, key in (("whole or fragment", "recall"), ("whole", "items")):
+            cells = " | ".join(f"{overall[key][str(b)]:.3f}" for b in budgets)
+            lines.append(f"| {name} | {measure} | {cells} |")
+        cells = " | ".join(f"{overall['coverage'][str(b)]:.2f}" for b in budgets)
+        lines.append(f"| {name} | words a fragment shows | {cells} |")
+    return [*lines, ""]
 
 
 def _category_table(policies: dict[str, Any], budgets: list[int]) -> list[str]:

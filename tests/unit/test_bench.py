@@ -146,7 +146,7 @@ class TestSummaryRows:
         assert summarized(self.package(text), ["D1:1", "D2:1"], self.TEXTS) == {}
         assert summarized(self.package(""), ["D1:1"], self.TEXTS) == {}
 
-    def test_the_rows_with_a_summary(self, data):
+    def test_the_rows_with_a_summary(self, data, tmp_path):
         """Each policy is measured again with a summary; its row says what it held whole."""
         conversations = locomo.load(data)
         config = QualityConfig(
@@ -164,6 +164,9 @@ class TestSummaryRows:
         assert summary["recall"]["40"] > summary["items"]["40"]  # and fragments were credited
         assert 0 < summary["coverage"]["40"] <= 1
         assert summary["recall"]["4096"] == plain["recall"]["4096"] == 1.0
+        report = write_report({"meta": {}, "quality": result}, tmp_path / "out").read_text()
+        held = f"| hybrid+summary | whole | {summary['items']['40']:.3f} | 1.000 |"
+        assert held in report
 
 
 class TestSynthetic:
