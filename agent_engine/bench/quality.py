@@ -6,7 +6,10 @@ asks ``build_context`` for a context under each budget, once per policy. Scores:
 
 * evidence recall: the share of the question's evidence turns the context includes;
 * full: whether all of them are included;
-* recall@k: evidence share among the k best-scored items of the largest context.
+* recall@k: evidence share among the k best-scored items of the largest context;
+* answer: whether the gold answer's text appears in the rendered context (casefolded). Most
+  answers are paraphrased or dated ("7 May 2023" for a turn that says "yesterday"), so this
+  is low for every row; it is measured the same way for every row, summary or not.
 
 With ``QualityConfig(summary=...)`` every policy is measured a second time, as
 ``<policy>+summary``, by an assembler that summarizes what it leaves out for lack of room
@@ -54,6 +57,7 @@ __all__ = [
     "OVERALL",
     "SUMMARY_SUFFIX",
     "QualityConfig",
+    "answered",
     "conversation_stores",
     "run_quality",
     "split_of",
@@ -182,6 +186,7 @@ def run_quality(
                     "policy": variant,
                     "recall": {},
                     "full": {},
+                    "answer": {},
                 }
                 if assembler is summarizing:
                     record.update(items={}, shown={})
@@ -200,6 +205,7 @@ def run_quality(
                         found += len(fragments)
                     record["recall"][budget] = found / len(evidence)
                     record["full"][budget] = found == len(evidence)
+                    record["answer"][budget] = answered(package, question.answer)
                     largest = package
                 if largest is not None:
                     ranked = sorted(largest.selections, key=lambda s: (-s.score, turn_id(s)))
@@ -242,6 +248,12 @@ def _label_free(text: str) -> str:
     text = " ".join(text.split())
     head, colon, rest = text.partition(": ")
     return rest if colon and len(head) <= _LABEL_LENGTH and ":" not in head else text
+
+
+def answered(package: ContextPackage, answer: str) -> bool:
+    """Whether ``answer`` (non-blank) appears in the package's render, case aside."""
+    wanted = " ".join(answer.split()).casefold()
+    return bool(wanted) and wanted in " ".join(package.render().split()).casefold()
 
 
 def summarized(
@@ -296,6 +308,10 @@ def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[
                     },
                     "full": {
                         str(b): statistics.fmean(float(r["full"][b]) for r in chosen)
+                        for b in sorted(config.budgets)
+                    },
+                    "answer": {
+                        str(b): statistics.fmean(float(r["answer"][b]) for r in chosen)
                         for b in sorted(config.budgets)
                     },
                 }

@@ -12,7 +12,13 @@ from agent_engine import ValidationError
 from agent_engine.assembler import ContextPackage, Layout, Summary, SummaryConfig
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
-from agent_engine.bench.quality import QualityConfig, run_quality, split_of, summarized
+from agent_engine.bench.quality import (
+    QualityConfig,
+    answered,
+    run_quality,
+    split_of,
+    summarized,
+)
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints
 from agent_engine.bench.synthetic import MAX_PINNED, generate
@@ -90,6 +96,13 @@ class TestLocomo:
             "Broken ids": ("conv-x:D2:2",),
         }
 
+    def test_answers_are_kept(self, data):
+        """Each question keeps its gold answer, as text."""
+        (conversation,) = locomo.load(data)
+        answers = {q.text: q.answer for q in conversation.questions}
+        assert answers["What is Ann's cat called?"] == "Miso"
+        assert answers["What does Bob paint?"] == "sunsets"
+
     def test_folder_and_missing_file(self, data, tmp_path):
         """A folder holding the file works; a missing file is a clear error."""
         assert len(locomo.load(data.parent)) == 1
@@ -145,6 +158,14 @@ class TestSummaryRows:
         text = "Bob: I started …\nAnn has a cat called Miso.\nBob paints sunsets."
         assert summarized(self.package(text), ["D1:1", "D2:1"], self.TEXTS) == {}
         assert summarized(self.package(""), ["D1:1"], self.TEXTS) == {}
+
+    def test_an_answer_counts_where_the_render_shows_it(self):
+        """The gold answer is looked for in the whole render, summary included, case aside."""
+        package = self.package("Ann: the cat is called  MISO …")
+        assert answered(package, "miso")
+        assert answered(package, "is called Miso")
+        assert not answered(package, "Mochi")
+        assert not answered(package, "  ")
 
     def test_the_rows_with_a_summary(self, data, tmp_path):
         """Each policy is measured again with a summary; its row says what it held whole."""
