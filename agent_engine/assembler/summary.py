@@ -112,9 +112,15 @@ _LABEL = re.compile(r"^[^\s:][^:\n]{0,40}:\s")
 """A speaker's or a field's label at the start of a text ("Caroline: ", "error: ")."""
 
 
+READ_CHARACTERS = 4000
+"""How much of each left-out item the extractive summarizer reads: a tool's output of
+megabytes costs it no more than a page."""
+
+
 def _sentences(body: str) -> list[str]:
-    """The body's sentences (and lines), whitespace collapsed, empty ones dropped."""
-    return [" ".join(part.split()) for part in _SENTENCE_END.split(body) if part.strip()]
+    """The sentences (and lines) of the body's start, whitespace collapsed, empty ones dropped."""
+    start = body[:READ_CHARACTERS]
+    return [" ".join(part.split()) for part in _SENTENCE_END.split(start) if part.strip()]
 
 
 def _relevant_sentence(body: str, terms: frozenset[str]) -> str:
@@ -144,7 +150,8 @@ class ExtractiveSummarizer:
     """The default summarizer: the left-out candidates' most relevant sentences, fitted.
 
     For each source in the build's order (best score first), the sentence that shares the
-    most words with the query (the first on ties; the speaker's label kept), cut to at most
+    most words with the query (the first on ties; the speaker's label kept; read from the
+    first :data:`READ_CHARACTERS` of its text), cut to at most
     ``fragment_tokens`` at a word boundary; a fragment that repeats one taken already (up to
     case and spacing) is skipped. Fragments go one per line while they fit the allowance;
     the first that does not is cut to fill it to the last word that fits, and the summary

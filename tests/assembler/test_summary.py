@@ -38,6 +38,7 @@ from agent_engine.assembler import (
 )
 from agent_engine.assembler._cut import CUT_MARK, cut
 from agent_engine.assembler.package import LACK_OF_ROOM
+from agent_engine.assembler.summary import READ_CHARACTERS
 from tests.assembler.test_budget_properties import WORDS, build, scenarios
 
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
@@ -197,6 +198,13 @@ class TestExtractiveSummarizer:
         assert summary == "Caroline: The deploy failed because the cache was cold."
         no_query = ExtractiveSummarizer().summarize(request([text], 100, query=""))
         assert no_query == "Caroline: Hey Mel, good to see you!"
+
+    def test_a_long_item_is_read_from_its_start(self):
+        """Only the first READ_CHARACTERS of a huge output are read: it costs a page at most."""
+        filler = "Line of build output. " * (READ_CHARACTERS // 20)
+        text = filler + "The deploy failed because the cache was cold."
+        summary = ExtractiveSummarizer().summarize(request([text], 100))
+        assert summary == "Line of build output."
 
     def test_repeats_are_dropped(self):
         """A fragment equal to one taken (up to case and spacing) is not said twice."""
