@@ -164,6 +164,9 @@ class ContextAssembler:
         packed, package = self._summarized(build, plan_tiers(build))
         if self.config.track_access:
             self._record_access(build, packed.packer.taken)
+            # The access write comes after the package is explained (a summary needs its
+            # omissions): the failures it adds join the package's.
+            package = attrs.evolve(package, failures=tuple(build.reads.failures))
         duration = time.perf_counter() - build.started
         if self._slo is not None:
             self._slo.record(duration)

@@ -620,6 +620,25 @@ class TestFailures:
         with pytest.raises(SummaryError, match="not text"):
             ask(odd, 300, strict=True)
 
+    def test_a_failed_access_write_is_named_beside_the_summary(self):
+        """The access write follows the summary step; its failure still reaches the package."""
+
+        class NoTouch(InMemoryBackend):
+            def touch(self, *args, **kwargs):
+                raise ConnectionError("database is locked")
+
+        backend = NoTouch(embedder=HashingEmbedder(dim=64))
+        config = AssemblerConfig(summary=SummaryConfig(share=0.2))
+        assembler = ContextAssembler(backend, config=config, clock=lambda: NOW)
+        project = assembler.project_store("shop")
+        project.add_many(
+            project.new_item("note", f"Deploy {n} failed because the cache was cold.")
+            for n in range(40)
+        )
+        package = ask(assembler, 300)
+        assert package.summary.text
+        assert [(f.tier, f.phase) for f in package.failures] == [(Tier.PROJECT, "access")]
+
     def test_only_what_more_room_would_bring_in_is_summarized(self):
         """Expired candidates, however relevant, are no summary's sources."""
         summarizing, _ = assembler_with(share=0.2)
