@@ -45,6 +45,7 @@ from agent_engine.errors import (
     ReembedRequiredError,
     SchemaVersionError,
     StoreNotEmptyError,
+    SummaryError,
     UnknownBackendError,
     ValidationError,
 )
@@ -251,6 +252,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Status",
     "StoreNotEmptyError",
+    "SummaryError",
     "Task",
     "TaskEnd",
     "TaskMemoryStore",

@@ -19,6 +19,8 @@ The tree::
     ├── DuplicateItemError                    add() of an id that already exists
     ├── ConfirmationDeclined                  a high-risk write was not confirmed
     ├── EmbeddingError                        no model, or the model failed
+    ├── ExtractionError                       an extractor's answer holds no memories
+    ├── SummaryError                          a summarizer's answer is not a summary
     └── BackendError                          storage failed (driver errors wrap into this)
         ├── BackendUnavailableError           cannot reach or open the store
         │   └── UnknownBackendError (LookupError) no backend registered by that name or scheme
@@ -57,6 +59,7 @@ __all__ = [
     "ReembedRequiredError",
     "SchemaVersionError",
     "StoreNotEmptyError",
+    "SummaryError",
     "UnknownBackendError",
     "ValidationError",
 ]
@@ -222,6 +225,18 @@ class EmbeddingError(AgentEngineError):
 
 class ExtractionError(AgentEngineError):
     """An extractor's answer could not be read as memories (no JSON array in it)."""
+
+
+class SummaryError(AgentEngineError):
+    """A summarizer answered something that is not a summary (not text, or nothing).
+
+    A build contains it unless strict: the package's summary names it and the fallback
+    summarizer writes the summary instead. ``summarizer`` names the one that failed.
+    """
+
+    def __init__(self, message: str, *, summarizer: str | None = None) -> None:
+        super().__init__(message)
+        self.summarizer = summarizer
 
 
 class BackendError(AgentEngineError):

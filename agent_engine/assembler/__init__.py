@@ -3,7 +3,9 @@
 Besides what the top-level package re-exports (the assembler, its configuration and the
 package it builds), this is where a custom scoring policy finds its parts: the
 :class:`Candidates` a scorer sees, the :data:`Scorer` signature, and the scorers the built-in
-policies are made of, to reuse with other options or sources.
+policies are made of, to reuse with other options or sources; and the parts of a summary of
+what a build left out for lack of room (:class:`SummaryConfig`, the :class:`Summarizer`
+protocol, the two summarizers shipped).
 """
 
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
@@ -15,6 +17,7 @@ from agent_engine.assembler.package import (
     OmissionReason,
     Selection,
     SelectionReason,
+    Summary,
     TierFailure,
     TierUsage,
 )
@@ -41,6 +44,15 @@ from agent_engine.assembler.query import (
 )
 from agent_engine.assembler.render import Layout, RenderFormat
 from agent_engine.assembler.slo import SLOGuard, SLOPolicy, SLOStatus
+from agent_engine.assembler.summary import (
+    DEFAULT_SUMMARY_PROMPT,
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    SummaryConfig,
+    SummaryRequest,
+    SummarySource,
+)
 
 __all__ = [
     "AssemblerConfig",
@@ -49,11 +61,14 @@ __all__ = [
     "ContextPackage",
     "DEFAULT_POLICIES",
     "DEFAULT_QUERY_BUILDER",
+    "DEFAULT_SUMMARY_PROMPT",
+    "ExtractiveSummarizer",
     "FrequencyScorer",
     "GatherLimits",
     "HistoryQuery",
     "HybridScorer",
     "ImportanceScorer",
+    "LLMSummarizer",
     "Layout",
     "LexicalScorer",
     "MarkedConflict",
@@ -74,6 +89,11 @@ __all__ = [
     "Selection",
     "SelectionReason",
     "SemanticScorer",
+    "Summarizer",
+    "Summary",
+    "SummaryConfig",
+    "SummaryRequest",
+    "SummarySource",
     "TierFailure",
     "TierPressure",
     "TierUsage",

@@ -14,7 +14,9 @@ its own:
    each tier within its share, then whatever is left flows to the tiers in spill order
    (work-conserving, gathering wider while budget is left); HEAD and TAIL items come before
    any item from the middle;
-5. **explain** (:mod:`explain`): the package names every candidate left out and why.
+5. **explain** (:mod:`explain`): the package names every candidate left out and why;
+   with ``AssemblerConfig(summary=...)``, what was left out for lack of room is summarized
+   in a share of the budget kept for it (:mod:`summary`).
 
 The items ranked in get their access recorded in one write per backend: pinned, HEAD and
 TAIL items are in every package by rule, and counting them would make the access counts that
@@ -40,7 +42,8 @@ from agent_engine.assembler._costcache import CostCaches
 from agent_engine.assembler._failopen import FailOpen
 from agent_engine.assembler._fit import fit_render
 from agent_engine.assembler._observe import NO_PHASES, Phases, observe_build, report_build
-from agent_engine.assembler.allocation import fill, plan_budget
+from agent_engine.assembler._summarize import reserve, summarize
+from agent_engine.assembler.allocation import allocate, fill, plan_budget
 from agent_engine.assembler.config import AssemblerConfig
 from agent_engine.assembler.conflicts import CONFLICTS_READ
 from agent_engine.assembler.explain import explain
@@ -173,14 +176,13 @@ class ContextAssembler:
     ) -> ContextPackage:
         with phases.measure("plan"):
             build = self._begin(task, request, strict, phases)
-        plans = plan_tiers(build)
-        with phases.measure("pack"):
-            packed = self._pack(build, plans)
+        packed, package = self._summarized(build, plan_tiers(build))
         if self.config.track_access:
             with phases.measure("access"):
                 self._record_access(build, packed.packer.taken)
-        with phases.measure("render"):
-            package = explain(build, packed.packer, packed.plans, packed.counted)
+            # The access write comes after the package is explained (a summary needs its
+            # omissions): the failures it adds join the package's.
+            package = attrs.evolve(package, failures=tuple(build.reads.failures))
         duration = time.perf_counter() - build.started
         if self._slo is not None:
             self._slo.record(duration)
@@ -192,6 +194,7 @@ class ContextAssembler:
             omitted=dict(Counter(omission.reason.value for omission in package.omissions)),
             failures=[f.tier.value for f in package.failures],
             degraded=package.degraded,
+            summary=None if package.summary is None else package.summary.tokens,
             duration_ms=round(duration * 1000, 2),
         )
         return package
@@ -254,6 +257,54 @@ class ContextAssembler:
                 "query_builder_failed", builder=type(builder).__name__, error=str(error)
             )
             return request
+
+    def _summarized(
+        self, build: Build, plans: dict[Tier, TierPlan]
+    ) -> tuple[_Packed, ContextPackage]:
+        """Pack and explain (steps 4 and 5), with a summary of what was left out when configured.
+
+        With summaries on, the items are packed into the budget less the summary's share;
+        the candidates left out for lack of room are summarized into the room the items
+        leave (:mod:`.summary`). When nothing was left out for lack of room, or no summarizer
+        gave a usable text, the share goes back to the items: they are packed again into the
+        whole budget (the plans as widened, so nothing is read twice).
+        """
+        config = self.config.summary
+        kept = reserve(config, build.budget.tokens, self.config.layout, self.counter)
+        if config is None or not kept:
+            return self._pack_and_explain(build, plans)
+        tokens = build.budget.tokens - kept
+        squeezed = attrs.evolve(
+            build,
+            budget=attrs.evolve(
+                build.budget, tokens=tokens, allocation=allocate(tokens, build.budget.shares)
+            ),
+        )
+        packed, package = self._pack_and_explain(squeezed, plans)
+        with build.phases.measure("render"):
+            summary = summarize(
+                package,
+                packed.plans,
+                config=config,
+                budget=build.budget.tokens,
+                query=build.query,
+                counter=self.counter,
+                strict=build.reads.strict,
+                log=build.log,
+            )
+        if summary is not None and summary.text:
+            return packed, attrs.evolve(package, budget_tokens=build.budget.tokens, summary=summary)
+        packed, package = self._pack_and_explain(build, packed.plans)
+        return packed, attrs.evolve(package, summary=summary)
+
+    def _pack_and_explain(
+        self, build: Build, plans: dict[Tier, TierPlan]
+    ) -> tuple[_Packed, ContextPackage]:
+        """Steps 4 and 5 into ``build``'s budget, each timed as its phase."""
+        with build.phases.measure("pack"):
+            packed = self._pack(build, plans)
+        with build.phases.measure("render"):
+            return packed, explain(build, packed.packer, packed.plans, packed.counted)
 
     def _pack(self, build: Build, plans: dict[Tier, TierPlan]) -> _Packed:
         """Fill the budget from the plans, gathering wider while room is left (step 4).

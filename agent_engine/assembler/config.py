@@ -10,6 +10,7 @@ from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.assembler.render import Layout
 from agent_engine.assembler.slo import SLOPolicy
+from agent_engine.assembler.summary import SummaryConfig
 from agent_engine.errors import ValidationError
 from agent_engine.models import Tier, TierShares
 
@@ -32,7 +33,9 @@ class AssemblerConfig:
     (``None``, the default: no guard). ``stable_prefix``: for prompt caching, each section
     depends only on itself and the sections rendered before it (:mod:`.allocation`), so when
     only task memory changes the global and project sections render byte-identical; room the
-    task has not used yet stays empty instead of going to the project tier.
+    task has not used yet stays empty instead of going to the project tier. ``summary``:
+    summarize what a build leaves out for lack of room, in a share of its budget
+    (:mod:`.summary`; ``None``, the default: no summary).
     """
 
     shares: TierShares = attrs.field(factory=TierShares)
@@ -47,6 +50,7 @@ class AssemblerConfig:
     overlap_searches: bool = True
     slo: SLOPolicy | None = None
     stable_prefix: bool = False
+    summary: SummaryConfig | None = None
 
     def __attrs_post_init__(self) -> None:
         for name, value in (("head", self.head), ("tail", self.tail)):
@@ -54,6 +58,12 @@ class AssemblerConfig:
                 raise ValidationError(
                     f"{name} must be a non-negative integer", field=name, value=value
                 )
+        if self.summary is not None and not isinstance(self.summary, SummaryConfig):
+            raise ValidationError(
+                f"summary must be a SummaryConfig or None, got {type(self.summary).__name__}",
+                field="summary",
+                value=self.summary,
+            )
         if sorted(self.spill_order) != sorted(Tier):
             raise ValidationError(
                 "spill_order must name each tier once", field="spill_order", value=self.spill_order

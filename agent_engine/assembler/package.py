@@ -4,7 +4,8 @@ A package explains itself: for every tier, the budget it was allocated and what 
 its part of the render costs); for every selected item, its score and why it was chosen
 (pinned, head, tail, ranked); for every candidate left out, why (duplicate, expired, below
 threshold, lower score, no room for its header, over budget); for every tier whose backend
-failed, in which phase.
+failed, in which phase; and, when the assembler summarizes, what the summary of the
+candidates left out for lack of room holds and who wrote it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from agent_engine.assembler.render import Layout, Line, RenderFormat, render_lin
 from agent_engine.models import ContextItem, Tier
 
 __all__ = [
+    "LACK_OF_ROOM",
     "ContextPackage",
     "FailurePhase",
     "Omission",
     "OmissionReason",
     "Selection",
     "SelectionReason",
+    "Summary",
     "TierFailure",
     "TierUsage",
 ]
@@ -67,6 +70,14 @@ class OmissionReason(enum.StrEnum):
     session header it would open there (one the pinned items had not opened)."""
     OVER_BUDGET = "over_budget"
     """Its line alone is larger than all the budget its tier could get."""
+
+
+LACK_OF_ROOM = frozenset(
+    {OmissionReason.LOWER_SCORE, OmissionReason.NO_ROOM_FOR_HEADER, OmissionReason.OVER_BUDGET}
+)
+"""The reasons that mean "paged out for lack of room": more room would have brought the
+candidate in (not so the duplicates, the expired or those under the score threshold). What
+memory pressure counts (:mod:`.pressure`) and what a summary covers (:mod:`.summary`)."""
 
 
 @attrs.frozen
@@ -136,6 +147,32 @@ class TierFailure:
 
 
 @attrs.frozen
+class Summary:
+    """The summary of the candidates a build left out for lack of room (:mod:`.summary`).
+
+    ``text``: the summary section's body as the render shows it; empty when no summarizer
+    gave a usable one (``error`` says why), and then the render has no section.
+    ``tokens``: what the section adds to the count of the render (0 when ``text`` is empty):
+    the package's ``tokens_used`` is the tiers' use plus this. ``allowance``: the tokens the
+    summarizer was asked to keep its text within. ``sources``: the ids of the left-out items
+    it was given, most relevant first (what it could draw on, not all of which its text
+    shows). ``summarizer``: the name of the summarizer whose text this is: the fallback's
+    when the configured one failed. ``truncated``: the text was cut at a word boundary to
+    fit (its summarizer answered more than the room). ``error``: why the configured
+    summarizer's text is not used (it raised, answered something other than text, or
+    nothing), ``None`` when it is.
+    """
+
+    text: str
+    tokens: int
+    allowance: int
+    sources: tuple[str, ...]
+    summarizer: str
+    truncated: bool = False
+    error: str | None = None
+
+
+@attrs.frozen
 class ContextPackage:
     """The assembled context for one task step."""
 
@@ -157,6 +194,10 @@ class ContextPackage:
     degraded: bool = False
     """Whether the assembler's SLO guard had builds degraded (``AssemblerConfig.slo``): this
     one gathered fewer candidates per source and did not widen."""
+    summary: Summary | None = None
+    """What the candidates left out for lack of room come to, in a section of the render's
+    own (``AssemblerConfig.summary``); ``None`` when the build made none: summaries are off,
+    nothing was left out for lack of room, or the budget leaves too little room for one."""
 
     @property
     def items(self) -> tuple[ContextItem, ...]:
@@ -170,8 +211,9 @@ class ContextPackage:
 
     @property
     def tokens_used(self) -> int:
-        """Tokens the rendered package costs (headers included): the counter's count of it."""
-        return sum(usage.used for usage in self.usage)
+        """Tokens the rendered package costs (headers and summary included): the counter's count."""
+        summary = self.summary.tokens if self.summary is not None else 0
+        return sum(usage.used for usage in self.usage) + summary
 
     @property
     def compression_ratio(self) -> float:
@@ -194,4 +236,5 @@ class ContextPackage:
             if format is None
             else attrs.evolve(self.layout, format=RenderFormat(format))
         )
-        return render_lines([Line(s.item, s.tier, s.body) for s in self.selections], layout)
+        lines = [Line(s.item, s.tier, s.body) for s in self.selections]
+        return render_lines(lines, layout, self.summary.text if self.summary is not None else "")

@@ -59,16 +59,13 @@ class MemoryPressure:
     @classmethod
     def of(cls, package: ContextPackage) -> MemoryPressure:
         """The pressure of ``package``."""
-        from agent_engine.assembler.package import OmissionReason  # noqa: PLC0415 - a cycle
+        from agent_engine.assembler.package import LACK_OF_ROOM  # noqa: PLC0415 - a cycle
 
-        room = {
-            OmissionReason.LOWER_SCORE,
-            OmissionReason.NO_ROOM_FOR_HEADER,
-            OmissionReason.OVER_BUDGET,
-        }
         tiers = []
         for usage in package.usage:
-            out = [o for o in package.omissions if o.tier is usage.tier and o.reason in room]
+            out = [
+                o for o in package.omissions if o.tier is usage.tier and o.reason in LACK_OF_ROOM
+            ]
             tiers.append(
                 TierPressure(
                     usage.tier,

@@ -7,10 +7,15 @@ so what is counted is what is rendered (seed 001 section 15 for the formats).
 Within a tier, items are grouped by session (a header carrying the session's date is paid once
 per group, which measured 3.6 tokens per item instead of 14 for a header on every line) and
 ordered by time; tiers appear global, then project, then task, so the most recent steps sit
-nearest the question. Headers and markers are kept lean because every token they cost is a
-token of memory left out: a group header is a plain ``date, session:`` line (Markdown heading
-hashes cost a WordPiece token each) and conversation turns, which carry their speaker, need
-no bullet or label.
+nearest the question. That order is also from the most stable to the least: a provider's
+prompt cache reuses the longest prefix that did not change since the last call, and between
+two steps of a task, its own memory is what changes most. A summary of the candidates left
+out for lack of room, when a build has one (:mod:`.summary`), changes with every step's
+selection: its section comes after the global and project sections and before the task's,
+which stays nearest the question. Headers and markers are kept lean
+because every token they cost is a token of memory left out: a group header is a plain
+``date, session:`` line (Markdown heading hashes cost a WordPiece token each) and
+conversation turns, which carry their speaker, need no bullet or label.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ def _xml_safe(text: str) -> str:
 
 
 _TITLES = {Tier.GLOBAL: "Global memory", Tier.PROJECT: "Project memory", Tier.TASK: "Task memory"}
+_SUMMARY_TITLE = "Summary of memories left out"
 
 
 def _date(moment: datetime) -> str:
@@ -76,6 +82,19 @@ class Layout:
         if self.format is RenderFormat.MARKDOWN:
             return f"## {_TITLES[tier]}", ""
         return f"[{_TITLES[tier]}]", ""
+
+    def summary(self) -> tuple[str, str]:
+        """Opening and closing text of the summary section (closing may be empty)."""
+        if self.format is RenderFormat.XML:
+            return "<left_out_summary>", "</left_out_summary>"
+        if self.format is RenderFormat.MARKDOWN:
+            return f"## {_SUMMARY_TITLE}", ""
+        return f"[{_SUMMARY_TITLE}]", ""
+
+    def summary_section(self, body: str) -> str:
+        """The summary section around ``body`` (shown as the format shows bodies)."""
+        opening, closing = self.summary()
+        return "\n".join(part for part in (opening, self.shown(body), closing) if part)
 
     def group(self, session: str, started: datetime) -> tuple[str, str]:
         """Opening and closing text of a session group."""
@@ -135,10 +154,17 @@ def prompt_order(lines: Sequence[Line]) -> list[tuple[Tier, list[tuple[str, list
     return arranged
 
 
-def render_lines(lines: Sequence[Line], layout: Layout) -> str:
-    """Render lines in prompt order (see :func:`prompt_order`)."""
+def render_lines(lines: Sequence[Line], layout: Layout, summary: str = "") -> str:
+    """Render lines in prompt order (see :func:`prompt_order`), ``summary``'s section last
+    but for the task's.
+
+    An empty ``summary`` has no section: the render is the lines' alone.
+    """
     blocks: list[str] = []
     for tier, groups in prompt_order(lines):
+        if summary and tier is PROMPT_ORDER[-1]:
+            blocks.append(layout.summary_section(summary))
+            summary = ""
         opening, closing = layout.section(tier)
         blocks.append(opening)
         for session, members in groups:
@@ -150,6 +176,8 @@ def render_lines(lines: Sequence[Line], layout: Layout) -> str:
                 blocks.append(group_close)
         if closing:
             blocks.append(closing)
+    if summary:
+        blocks.append(layout.summary_section(summary))
     return "\n".join(blocks)
 
 

@@ -34,11 +34,13 @@ _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 
 @attrs.frozen
 class Question:
-    """A question with the ids of the turns that hold its answer."""
+    """A question with the ids of the turns that hold its answer, and the answer."""
 
     text: str
     category: int
     evidence: tuple[str, ...]
+    answer: str = ""
+    """The gold answer (category 5's adversarial one), as text."""
 
 
 @attrs.frozen
@@ -122,7 +124,8 @@ def load(path: Path | str | None = None) -> list[Conversation]:
         for qa in sample["qa"]:
             evidence = _evidence(qa.get("evidence", []), known, sample["sample_id"])
             if evidence:
-                questions.append(Question(qa["question"], int(qa["category"]), evidence))
+                answer = str(qa.get("answer", qa.get("adversarial_answer", "")))
+                questions.append(Question(qa["question"], int(qa["category"]), evidence, answer))
         conversations.append(
             Conversation(sample["sample_id"], index, items, tuple(questions), items[-1].timestamp)
         )

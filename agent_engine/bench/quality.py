@@ -6,7 +6,21 @@ asks ``build_context`` for a context under each budget, once per policy. Scores:
 
 * evidence recall: the share of the question's evidence turns the context includes;
 * full: whether all of them are included;
-* recall@k: evidence share among the k best-scored items of the largest context.
+* recall@k: evidence share among the k best-scored items of the largest context;
+* answer: whether the gold answer's text appears in the rendered context (casefolded). Most
+  answers are paraphrased or dated ("7 May 2023" for a turn that says "yesterday"), so this
+  is low for every row; it is measured the same way for every row, summary or not.
+
+With ``QualityConfig(summary=...)`` every policy is measured a second time, as
+``<policy>+summary``, by an assembler that summarizes what it leaves out for lack of room
+(:mod:`agent_engine.assembler.summary`). There an evidence turn counts when the context holds
+it whole, or when a line of its summary section is a fragment of it: at least
+``MIN_FRAGMENT_WORDS`` words of its text, in order (after the speaker's label, which the
+extractive summarizer keeps), with a cut's trailing mark removed. A fragment need not hold
+the answer, so these rows also report ``items`` (the evidence share held whole, as the
+plain rows count) and ``coverage`` (over the evidence turns credited to the summary, the mean
+share of the turn's words its fragment shows). A summary that paraphrases (an LLM's) is
+never credited.
 
 Every policy runs in the same process on the same stores, so each figure reads as a ratio to
 the baselines beside it. Conversations 0-4 are the tuning split; 5-9 are for measurement.
@@ -22,10 +36,12 @@ from typing import Any
 
 import attrs
 
+from agent_engine.assembler._cut import CUT_MARK
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
-from agent_engine.assembler.package import Selection
+from agent_engine.assembler.package import ContextPackage, Selection
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
 from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder
+from agent_engine.assembler.summary import SummaryConfig
 from agent_engine.bench.locomo import CATEGORIES, Conversation
 from agent_engine.embeddings import Embedder
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -37,8 +53,11 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = [
     "BASELINES",
+    "MIN_FRAGMENT_WORDS",
     "OVERALL",
+    "SUMMARY_SUFFIX",
     "QualityConfig",
+    "answered",
     "conversation_stores",
     "run_quality",
     "split_of",
@@ -53,6 +72,12 @@ TUNING_CONVERSATIONS = 5
 
 OVERALL = (1, 2, 3, 4)
 """Categories averaged as "overall" (the usual convention; 5 is adversarial)."""
+
+SUMMARY_SUFFIX = "+summary"
+"""What a policy's name gets in the rows measured with a summary section."""
+
+MIN_FRAGMENT_WORDS = 3
+"""The fewest words of a turn a summary line must show for the turn to count as in it."""
 
 
 @attrs.frozen
@@ -74,6 +99,14 @@ class QualityConfig:
     question as asked)."""
     stable_prefix: bool = False
     """Build with ``AssemblerConfig(stable_prefix=True)``: what a cache-stable prompt costs."""
+    summary: SummaryConfig | None = None
+    """Measure every policy with this summary section too (rows ``<policy>+summary``)."""
+
+    def variants(self) -> tuple[str, ...]:
+        """The rows measured: each policy, and each with a summary when configured."""
+        if self.summary is None:
+            return self.policies
+        return (*self.policies, *(f"{policy}{SUMMARY_SUFFIX}" for policy in self.policies))
 
 
 def split_of(index: int) -> str:
@@ -140,18 +173,25 @@ def run_quality(
     config = config or QualityConfig()
     records: list[dict[str, Any]] = []
     for conversation in conversations:
-        assembler, task = conversation_stores(conversation, embedder, counter, config, policies)
+        plain, task = conversation_stores(conversation, embedder, counter, config, policies)
+        summarizing = _summarizing(plain, config.summary)
+        texts = {item.id: item.text for item in conversation.items}
         for question in conversation.questions:
             evidence = set(question.evidence)
-            for policy in config.policies:
+            for variant in config.variants():
+                policy = variant.removesuffix(SUMMARY_SUFFIX)
+                assembler = summarizing if variant != policy and summarizing else plain
                 record: dict[str, Any] = {
                     "conversation": conversation.index,
                     "split": split_of(conversation.index),
                     "category": question.category,
-                    "policy": policy,
+                    "policy": variant,
                     "recall": {},
                     "full": {},
+                    "answer": {},
                 }
+                if assembler is summarizing:
+                    record.update(items={}, shown={})
                 largest = None
                 for budget in sorted(config.budgets):
                     package = assembler.build_context(
@@ -160,8 +200,14 @@ def run_quality(
                     )
                     included = {turn_id(selection) for selection in package.selections}
                     found = len(evidence & included)
+                    if assembler is summarizing:
+                        fragments = summarized(package, evidence - included, texts)
+                        record["items"][budget] = found / len(evidence)
+                        record["shown"][budget] = sorted(fragments.values())
+                        found += len(fragments)
                     record["recall"][budget] = found / len(evidence)
                     record["full"][budget] = found == len(evidence)
+                    record["answer"][budget] = answered(package, question.answer)
                     largest = package
                 if largest is not None:
                     ranked = sorted(largest.selections, key=lambda s: (-s.score, turn_id(s)))
@@ -172,10 +218,71 @@ def run_quality(
             if progress is not None:
                 progress(1)
     return {
-        "config": {**attrs.asdict(config), "query_builder": repr(config.query_builder)},
+        "config": {
+            **attrs.asdict(config),
+            "query_builder": repr(config.query_builder),
+            "summary": repr(config.summary),
+        },
         "records": records,
         "summary": summarize(records, config),
     }
+
+
+def _summarizing(plain: ContextAssembler, summary: SummaryConfig | None) -> ContextAssembler | None:
+    """An assembler like ``plain`` on the same stores, that summarizes (``None``: no summary)."""
+    if summary is None:
+        return None
+    return ContextAssembler(
+        plain.stores,
+        config=attrs.evolve(plain.config, summary=summary),
+        counter=plain.counter,
+        policies=plain.policies,
+        query_builder=plain.query_builder,
+    )
+
+
+_LABEL_LENGTH = 40
+"""The longest a speaker's label may be (as the extractive summarizer reads one)."""
+
+
+def _label_free(text: str) -> str:
+    """``text`` without a speaker's label ("Caroline: "), whitespace collapsed."""
+    text = " ".join(text.split())
+    head, colon, rest = text.partition(": ")
+    return rest if colon and len(head) <= _LABEL_LENGTH and ":" not in head else text
+
+
+def answered(package: ContextPackage, answer: str) -> bool:
+    """Whether ``answer`` (non-blank) appears in the package's render, case aside."""
+    wanted = " ".join(answer.split()).casefold()
+    return bool(wanted) and wanted in " ".join(package.render().split()).casefold()
+
+
+def summarized(
+    package: ContextPackage, wanted: Iterable[str], texts: Mapping[str, str]
+) -> dict[str, float]:
+    """Which of ``wanted`` (turn ids) the summary section shows a fragment of, and how much.
+
+    A turn is shown when a line of the summary, less a cut's mark and the speaker's label,
+    has at least :data:`MIN_FRAGMENT_WORDS` words and is a part of the turn's text (label
+    removed too). The value is the share of the turn's words that the longest such line
+    shows.
+    """
+    if package.summary is None or not package.summary.text:
+        return {}
+    lines = [
+        _label_free(line.removesuffix(CUT_MARK.strip()).rstrip())
+        for line in package.summary.text.splitlines()
+    ]
+    lines = [line for line in lines if len(line.split()) >= MIN_FRAGMENT_WORDS]
+    shown: dict[str, float] = {}
+    for turn in wanted:
+        text = _label_free(texts[turn])
+        words = len(text.split())
+        parts = [len(line.split()) for line in lines if line in text]
+        if parts and words:
+            shown[turn] = min(1.0, max(parts) / words)
+    return shown
 
 
 def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[str, Any]:
@@ -184,7 +291,7 @@ def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[
     summary: dict[str, Any] = {}
     for split in sorted({r["split"] for r in records}):
         summary[split] = {}
-        for policy in config.policies:
+        for policy in config.variants():
             mine = [r for r in records if r["split"] == split and r["policy"] == policy]
             if not mine:
                 continue
@@ -205,6 +312,21 @@ def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[
                         str(b): statistics.fmean(float(r["full"][b]) for r in chosen)
                         for b in sorted(config.budgets)
                     },
+                    "answer": {
+                        str(b): statistics.fmean(float(r["answer"][b]) for r in chosen)
+                        for b in sorted(config.budgets)
+                    },
                 }
+                if "items" in chosen[0]:
+                    entry[group]["items"] = {
+                        str(b): statistics.fmean(r["items"][b] for r in chosen)
+                        for b in sorted(config.budgets)
+                    }
+                    entry[group]["coverage"] = {
+                        str(b): statistics.fmean(
+                            [share for r in chosen for share in r["shown"][b]] or [0.0]
+                        )
+                        for b in sorted(config.budgets)
+                    }
             summary[split][policy] = entry
     return summary

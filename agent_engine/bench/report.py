@@ -23,7 +23,7 @@ from agent_engine.bench import (
     querying,
     redaction,
 )
-from agent_engine.bench.quality import BASELINES
+from agent_engine.bench.quality import BASELINES, SUMMARY_SUFFIX
 
 __all__ = ["write_report"]
 
@@ -66,9 +66,44 @@ def _quality_tables(summary: dict[str, Any], budgets: list[int]) -> list[str]:
                 ratios.append(f"{mine / best:.2f}x" if best else "-")
             lines.append(f"| *{DEFAULT_POLICY} / best baseline* | {' | '.join(ratios)} | | | |")
         lines.append("")
+        lines += _summary_rows(policies, budgets)
         if DEFAULT_POLICY in policies:
             lines += _category_table(policies, budgets)
     return lines
+
+
+def _summary_rows(policies: dict[str, Any], budgets: list[int]) -> list[str]:
+    """What the rows measured with a summary section count, and what they held whole."""
+    summarized = [name for name, entry in policies.items() if "items" in entry["overall"]]
+    if not summarized:
+        return []
+    header = " | ".join(f"≤{b}" for b in budgets)
+    lines = [
+        (
+            "Rows with a summary section credit an evidence turn held whole or shown as a "
+            "fragment in the summary (three words or more of its text). Beside them: the "
+            "evidence held whole, how much of a credited turn its fragment shows, and how "
+            "often the gold answer's text is in the context, with the row without a summary."
+        ),
+        "",
+        f"| row | measure | {header} |",
+        "|---" * (len(budgets) + 2) + "|",
+    ]
+    for name in summarized:
+        plain = name.removesuffix(SUMMARY_SUFFIX)
+        rows = [
+            (name, "whole or fragment", "recall", 3),
+            (name, "whole", "items", 3),
+            (name, "words a fragment shows", "coverage", 2),
+            (name, "answer in the context", "answer", 3),
+            (plain, "answer in the context", "answer", 3),
+        ]
+        for row, measure, key, digits in rows:
+            figures = policies.get(row, {}).get("overall", {}).get(key)
+            if figures is not None:
+                cells = " | ".join(f"{figures[str(b)]:.{digits}f}" for b in budgets)
+                lines.append(f"| {row} | {measure} | {cells} |")
+    return [*lines, ""]
 
 
 def _category_table(policies: dict[str, Any], budgets: list[int]) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from agent_engine.assembler.summary import ExtractiveSummarizer, SummaryConfig
 from agent_engine.bench import cost as cost_suite
 from agent_engine.bench import locomo
 from agent_engine.bench.aging import AgingBenchConfig, run_aging
@@ -227,6 +228,21 @@ def _write_path(options: SuiteOptions) -> dict[str, Any]:
     return results
 
 
+def _summary(args: Any) -> SummaryConfig | None:
+    """The summary the quality part measures beside each policy (``None``: none)."""
+    tuned = {
+        "share": args.summary_share,
+        "max_tokens": args.summary_max_tokens,
+    }
+    given = {name: value for name, value in tuned.items() if value is not None}
+    fragment = args.summary_fragment_tokens
+    if not (args.summary or given or fragment is not None):
+        return None
+    if fragment is not None:
+        given["summarizer"] = ExtractiveSummarizer(fragment_tokens=fragment)
+    return SummaryConfig(**given)
+
+
 def _part(name: str) -> str:
     """A part of the suite named on the command line."""
     import argparse  # noqa: PLC0415 - only the script entry needs it
@@ -290,6 +306,29 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         "--stable-prefix",
         action="store_true",
         help="quality: build with AssemblerConfig(stable_prefix=True)",
+    )
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="quality: measure every policy with a summary section too (rows <policy>+summary)",
+    )
+    parser.add_argument(
+        "--summary-share",
+        type=float,
+        default=None,
+        help="quality: the share of the budget kept for the summary (implies --summary)",
+    )
+    parser.add_argument(
+        "--summary-max-tokens",
+        type=int,
+        default=None,
+        help="quality: the most the summary section may cost (implies --summary)",
+    )
+    parser.add_argument(
+        "--summary-fragment-tokens",
+        type=int,
+        default=None,
+        help="quality: the most one left-out turn's fragment may cost (implies --summary)",
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
@@ -422,6 +461,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             working_set=args.working_set,
             stable_prefix=args.stable_prefix,
             drop_archive=args.drop_archive,
+            summary=_summary(args),
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),

@@ -88,8 +88,11 @@ scenarios = st.fixed_dictionaries(
 )
 
 
-def build(scenario):
-    """Store the scenario's items in a fresh in-memory assembler and build one package."""
+def build(scenario, **settings):
+    """Store the scenario's items in a fresh in-memory assembler and build one package.
+
+    ``settings``: more of the assembler's configuration (a summary, say).
+    """
     shares_ = scenario["shares"]
     config = AssemblerConfig(
         head=scenario["head"],
@@ -97,6 +100,7 @@ def build(scenario):
         layout=Layout(format=scenario["format"]),
         shares=TierShares() if scenario["shares_on_request"] else shares_,
         stable_prefix=scenario["stable_prefix"],
+        **settings,
     )
     assembler = ContextAssembler(
         MemoryStores(

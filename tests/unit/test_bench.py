@@ -9,10 +9,18 @@ import attrs
 import pytest
 
 from agent_engine import ValidationError
+from agent_engine.assembler import ContextPackage, Layout, Summary, SummaryConfig
 from agent_engine.assembler.policies import DEFAULT_POLICIES
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
-from agent_engine.bench.quality import QualityConfig, conversation_stores, run_quality, split_of
+from agent_engine.bench.quality import (
+    QualityConfig,
+    answered,
+    conversation_stores,
+    run_quality,
+    split_of,
+    summarized,
+)
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints, parse_options
 from agent_engine.bench.synthetic import MAX_PINNED, generate
@@ -91,6 +99,13 @@ class TestLocomo:
             "Broken ids": ("conv-x:D2:2",),
         }
 
+    def test_answers_are_kept(self, data):
+        """Each question keeps its gold answer, as text."""
+        (conversation,) = locomo.load(data)
+        answers = {q.text: q.answer for q in conversation.questions}
+        assert answers["What is Ann's cat called?"] == "Miso"
+        assert answers["What does Bob paint?"] == "sunsets"
+
     def test_folder_and_missing_file(self, data, tmp_path):
         """A folder holding the file works; a missing file is a clear error."""
         assert len(locomo.load(data.parent)) == 1
@@ -133,6 +148,59 @@ class TestLocomo:
         )
         assert assembler.config.stable_prefix
         assert not parse_options(["quality"]).quality.stable_prefix
+
+
+class TestSummaryRows:
+    TEXTS = {  # noqa: RUF012 - read only
+        "D1:1": "Ann: I adopted a cat named Miso.",
+        "D2:1": "Bob: I started painting sunsets.",
+    }
+
+    @staticmethod
+    def package(text: str) -> ContextPackage:
+        summary = Summary(text=text, tokens=1, allowance=1, sources=(), summarizer="x")
+        return ContextPackage("p", "t", 100, "hybrid", Layout(), (), (), (), summary=summary)
+
+    def test_a_fragment_of_a_turn_counts_with_the_share_it_shows(self):
+        """A summary line that is a part of the turn (label and cut mark aside) credits it."""
+        shown = summarized(self.package("Ann: I adopted a cat …"), ["D1:1", "D2:1"], self.TEXTS)
+        assert shown == {"D1:1": pytest.approx(4 / 6)}
+
+    def test_short_fragments_and_paraphrases_do_not_count(self):
+        """Under three words, or words the turn does not have in that order: no credit."""
+        text = "Bob: I started …\nAnn has a cat called Miso.\nBob paints sunsets."
+        assert summarized(self.package(text), ["D1:1", "D2:1"], self.TEXTS) == {}
+        assert summarized(self.package(""), ["D1:1"], self.TEXTS) == {}
+
+    def test_an_answer_counts_where_the_render_shows_it(self):
+        """The gold answer is looked for in the whole render, summary included, case aside."""
+        package = self.package("Ann: the cat is called  MISO …")
+        assert answered(package, "miso")
+        assert answered(package, "is called Miso")
+        assert not answered(package, "Mochi")
+        assert not answered(package, "  ")
+
+    def test_the_rows_with_a_summary(self, data, tmp_path):
+        """Each policy is measured again with a summary; its row says what it held whole."""
+        conversations = locomo.load(data)
+        config = QualityConfig(
+            budgets=(40, 4096),
+            policies=("hybrid",),
+            live_turns=1,
+            summary=SummaryConfig(share=0.5, min_tokens=4),
+        )
+        result = run_quality(conversations, HashingEmbedder(dim=64), config=config)
+        rows = result["summary"]["tuning (0-4)"]
+        assert set(rows) == {"hybrid", "hybrid+summary"}
+        plain, summary = rows["hybrid"]["overall"], rows["hybrid+summary"]["overall"]
+        assert summary["items"]["40"] <= summary["recall"]["40"]
+        assert summary["items"]["40"] < plain["recall"]["40"]  # the share came from the items
+        assert summary["recall"]["40"] > summary["items"]["40"]  # and fragments were credited
+        assert 0 < summary["coverage"]["40"] <= 1
+        assert summary["recall"]["4096"] == plain["recall"]["4096"] == 1.0
+        report = write_report({"meta": {}, "quality": result}, tmp_path / "out").read_text()
+        held = f"| hybrid+summary | whole | {summary['items']['40']:.3f} | 1.000 |"
+        assert held in report
 
 
 class TestSynthetic:
