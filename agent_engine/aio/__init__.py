@@ -1,11 +1,13 @@
 """Async twins of the public API, for executors that run on an asyncio event loop.
 
 ``AsyncContextAssembler`` builds contexts and its tier stores read and write without blocking
-the loop: each call runs the synchronous core on a pool of worker threads the twin owns, and
-the loop awaits it (``docs/async.md`` says why threads, and what a cancelled call leaves).
+the loop; ``AsyncMemoryBackend`` does the same for a backend used directly. Each call runs the
+synchronous core on a pool of worker threads the twin owns, and the loop awaits it
+(``docs/async.md`` says why threads, and what a cancelled call leaves).
 """
 
 from agent_engine.aio.assembler import AsyncContextAssembler
+from agent_engine.aio.backend import AsyncMemoryBackend
 from agent_engine.aio.tiers import (
     AsyncGlobalMemoryStore,
     AsyncProjectMemoryStore,
@@ -16,6 +18,7 @@ from agent_engine.aio.tiers import (
 __all__ = [
     "AsyncContextAssembler",
     "AsyncGlobalMemoryStore",
+    "AsyncMemoryBackend",
     "AsyncProjectMemoryStore",
     "AsyncTaskMemoryStore",
     "AsyncTierStore",

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from agent_engine.aio._offload import Offload, twin
+from agent_engine.aio.backend import AsyncMemoryBackend
 from agent_engine.aio.tiers import (
     AsyncGlobalMemoryStore,
     AsyncProjectMemoryStore,
@@ -23,7 +24,7 @@ from agent_engine.aio.tiers import (
 from agent_engine.assembler.assembler import ContextAssembler
 from agent_engine.assembler.slo import SLOStatus
 from agent_engine.errors import ValidationError
-from agent_engine.models import Task
+from agent_engine.models import Task, Tier
 
 __all__ = ["AsyncContextAssembler"]
 
@@ -57,6 +58,13 @@ class AsyncContextAssembler:
     def slo(self) -> SLOStatus | None:
         """The SLO guard's state (see ``ContextAssembler.slo``)."""
         return self.sync.slo
+
+    def backend(self, tier: Tier) -> AsyncMemoryBackend:
+        """The async twin of the backend ``tier`` lives on, on this twin's threads.
+
+        Closing it closes that backend (``AsyncMemoryBackend.aclose``).
+        """
+        return AsyncMemoryBackend(self.sync.backends[tier], offload=self.offload)
 
     def task_store(self, task: Task | str) -> AsyncTaskMemoryStore:
         """The async twin of a task's memory (see ``ContextAssembler.task_store``)."""

@@ -12,13 +12,15 @@ from agent_engine import (
     AssemblerConfig,
     ContextAssembler,
     ContextRequest,
+    DuplicateItemError,
     HashingEmbedder,
     InMemoryBackend,
     MemoryStores,
     Task,
     ValidationError,
 )
-from agent_engine.aio import AsyncContextAssembler
+from agent_engine.aio import AsyncContextAssembler, AsyncMemoryBackend
+from agent_engine.memory.sql import SQLAlchemyBackend
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
 TOPICS = ["deploy", "billing", "search", "auth"]
@@ -215,3 +217,31 @@ def test_settings_beside_an_assembler_are_refused():
     with pytest.raises(ValidationError) as raised:
         AsyncContextAssembler(ContextAssembler(_memory()), strict=True)
     assert raised.value.field == "settings"
+
+
+def test_a_backend_twin_reads_and_writes_what_the_sync_backend_holds(tmp_path):
+    """The backend twin's calls are the backend's, awaited, and what it wrote is stored."""
+    backend = SQLAlchemyBackend(
+        f"sqlite:///{tmp_path / 'twin.db'}", embedder=HashingEmbedder(dim=32)
+    )
+    stores = MemoryStores(backend, clock=lambda: NOW)
+    project = stores.project_store("p")
+    item = project.new_item("note", "deploys happen on Thursdays")
+
+    async def main():
+        async with AsyncMemoryBackend(backend, workers=2) as twin:
+            await twin.add(item)
+            hits = await twin.search("deploys Thursdays", k=1)
+            fetched = await twin.get(item.id)
+            with pytest.raises(DuplicateItemError):
+                await twin.add(item)  # the same id twice: the backend's own typed error
+        return hits, fetched
+
+    hits, fetched = asyncio.run(main())
+    assert [hit.item.id for hit in hits] == [item.id]
+    assert fetched == item
+    reopened = SQLAlchemyBackend(
+        f"sqlite:///{tmp_path / 'twin.db'}", embedder=HashingEmbedder(dim=32)
+    )
+    assert reopened.get(item.id) == item
+    reopened.close()
