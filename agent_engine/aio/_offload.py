@@ -48,17 +48,26 @@ class Offload:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             if not future.cancel():  # already running: it ends whole before the caller goes on
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(asyncio.wrap_future(future))
+                await _until_done(future)
             raise
 
     def close(self) -> None:
-        """Finish the calls under way and stop the threads (later calls raise RuntimeError)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Run the calls already made, then stop the threads (later calls raise RuntimeError).
+
+        A call waiting for a worker is not dropped: its caller made it and awaits it.
+        """
+        self._pool.shutdown(wait=True)
 
     async def aclose(self) -> None:
         """:meth:`close`, awaited: the wait for the calls under way does not block the loop."""
         await asyncio.to_thread(self.close)
+
+
+async def _until_done(future: Future[Any]) -> None:
+    """Wait for a running call to end, however often the waiting task is cancelled again."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.shield(asyncio.wrap_future(future))
 
 
 class _Twinned(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from agent_engine.aio._offload import Offload, twin
 from agent_engine.aio.backend import AsyncMemoryBackend
@@ -27,6 +27,8 @@ from agent_engine.errors import ValidationError
 from agent_engine.models import Task, Tier
 
 __all__ = ["AsyncContextAssembler"]
+
+R = TypeVar("R")
 
 
 class AsyncContextAssembler:
@@ -82,7 +84,7 @@ class AsyncContextAssembler:
     finish_task = twin(ContextAssembler.finish_task)
     cleanup_task = twin(ContextAssembler.cleanup_task)
 
-    async def call(self, function: Callable[[ContextAssembler], Any]) -> Any:
+    async def call(self, function: Callable[[ContextAssembler], R]) -> R:
         """``function(sync_assembler)`` on a worker thread: anything the twin does not wrap."""
         return await self.offload.run(function, self.sync)
 

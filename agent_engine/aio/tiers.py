@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 S = TypeVar("S", bound=TierStore)
+R = TypeVar("R")
 
 
 class AsyncTierStore(Generic[S]):
@@ -49,7 +50,7 @@ class AsyncTierStore(Generic[S]):
         """An item of this scope, not yet stored (``TierStore.new_item``: no I/O, not awaited)."""
         return self.sync.new_item(kind, text, **fields)
 
-    async def call(self, function: Callable[[S], Any]) -> Any:
+    async def call(self, function: Callable[[S], R]) -> R:
         """``function(sync_store)`` on a worker thread: any synchronous method not twinned."""
         return await self.offload.run(function, self.sync)
 

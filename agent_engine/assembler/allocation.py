@@ -70,11 +70,16 @@ class Budget:
         return {tier: PROMPT_ORDER[: at + 1] for at, tier in enumerate(PROMPT_ORDER[:-1])}
 
     def spare(self, packer: Packer, tier: Tier) -> Callable[[], int]:
-        """The room ``tier`` may fill past its own share, as ``packer`` has it at each offer."""
-        lenders = self.lenders.get(tier)
-        if lenders is None:
+        """The room ``tier`` may fill past its own share, as ``packer`` has it at each offer.
+
+        With a stable prefix, every run of tiers from the first that holds ``tier`` must stay
+        within its shares: the project may not fill what is left of the global share twice
+        over, once by borrowing it and again when global memory widens into it.
+        """
+        if tier not in self.lenders:
             return packer.left
-        return lambda: min(packer.left(), sum(packer.room(t) for t in lenders))
+        runs = [lenders for lenders in self.lenders.values() if tier in lenders]
+        return lambda: min(packer.left(), *(sum(packer.room(t) for t in run) for run in runs))
 
 
 class Offers(Protocol):
@@ -133,8 +138,19 @@ def _profile(name: str, profiles: Mapping[str, TierShares]) -> TierShares:
         ) from None
 
 
-def fill(packer: Packer, offers: Mapping[Tier, Offers], budget: Budget) -> None:
-    """Offer every tier's candidates to ``packer`` in the phases of the module docstring."""
+def fill(
+    packer: Packer,
+    offers: Mapping[Tier, Offers],
+    budget: Budget,
+    *,
+    then: Callable[[Tier], None] | None = None,
+) -> None:
+    """Offer every tier's candidates to ``packer`` in the phases of the module docstring.
+
+    ``then``: with a stable prefix, called after each tier's spill-over, before the next
+    tier's (where the assembler widens that tier's pool: a later tier must not take the room
+    an earlier one would widen into).
+    """
     left = packer.left
     by_prompt = [offers[tier] for tier in PROMPT_ORDER if tier in offers]
     by_spill = [offers[tier] for tier in budget.spill_order if tier in offers]
@@ -154,11 +170,7 @@ def fill(packer: Packer, offers: Mapping[Tier, Offers], budget: Budget) -> None:
         else:
             packer.offer_all(tier_offers.ranked, room(tier_offers.tier), may_truncate=False)
     if budget.stable_prefix:
-        for tier_offers in by_prompt:  # phase 2, in prompt order: each tier's whole claim
-            spare = budget.spare(packer, tier_offers.tier)
-            both = [*tier_offers.pinned, *tier_offers.protected]
-            packer.offer_all(both, spare, may_truncate=False)
-            packer.offer_all(tier_offers.ranked, spare, may_truncate=False)
+        _spill_in_prompt_order(packer, by_prompt, budget, then)
         return
     for tier_offers in by_spill:  # phase 2: spill-over, protected items first
         both = [*tier_offers.pinned, *tier_offers.protected]
@@ -167,3 +179,19 @@ def fill(packer: Packer, offers: Mapping[Tier, Offers], budget: Budget) -> None:
         packer.offer_all(tier_offers.ranked, room(tier_offers.tier), may_truncate=False)
     for tier_offers in by_spill:
         packer.offer_all(tier_offers.ranked, left, may_truncate=False)
+
+
+def _spill_in_prompt_order(
+    packer: Packer,
+    by_prompt: Sequence[Offers],
+    budget: Budget,
+    then: Callable[[Tier], None] | None,
+) -> None:
+    """Phase 2 with a stable prefix: each tier's whole claim in turn, on the room it may fill."""
+    for tier_offers in by_prompt:
+        spare = budget.spare(packer, tier_offers.tier)
+        both = [*tier_offers.pinned, *tier_offers.protected]
+        packer.offer_all(both, spare, may_truncate=False)
+        packer.offer_all(tier_offers.ranked, spare, may_truncate=False)
+        if then is not None:
+            then(tier_offers.tier)

@@ -81,6 +81,8 @@ class _Packed:
     packer: Packer
     plans: dict[Tier, TierPlan]
     counted: dict[Tier, int] | None
+    conflicts: Sequence[Conflict] = ()
+    """The open conflicts read for the plans (a repack marks them without reading again)."""
 
 
 class ContextAssembler:
@@ -267,7 +269,8 @@ class ContextAssembler:
         the candidates left out for lack of room are summarized into the room the items
         leave (:mod:`.summary`). When nothing was left out for lack of room, or no summarizer
         gave a usable text, the share goes back to the items: they are packed again into the
-        whole budget (the plans as widened, so nothing is read twice).
+        whole budget (the plans as widened and scored, their conflicts as read: nothing is
+        read twice).
         """
         config = self.config.summary
         kept = reserve(config, build.budget.tokens, self.config.layout, self.counter)
@@ -294,38 +297,73 @@ class ContextAssembler:
             )
         if summary is not None and summary.text:
             return packed, attrs.evolve(package, budget_tokens=build.budget.tokens, summary=summary)
-        packed, package = self._pack_and_explain(build, packed.plans)
+        packed, package = self._pack_and_explain(build, packed.plans, again=packed)
         return packed, attrs.evolve(package, summary=summary)
 
     def _pack_and_explain(
-        self, build: Build, plans: dict[Tier, TierPlan]
+        self, build: Build, plans: dict[Tier, TierPlan], *, again: _Packed | None = None
     ) -> tuple[_Packed, ContextPackage]:
-        """Steps 4 and 5 into ``build``'s budget, each timed as its phase."""
+        """Steps 4 and 5 into ``build``'s budget, each timed as its phase.
+
+        ``again``: an earlier packing to pack again (see :meth:`_pack`).
+        """
         with build.phases.measure("pack"):
-            packed = self._pack(build, plans)
+            packed = self._pack(build, plans, again=again)
         with build.phases.measure("render"):
             return packed, explain(build, packed.packer, packed.plans, packed.counted)
 
-    def _pack(self, build: Build, plans: dict[Tier, TierPlan]) -> _Packed:
+    def _pack(
+        self, build: Build, plans: dict[Tier, TierPlan], *, again: _Packed | None = None
+    ) -> _Packed:
         """Fill the budget from the plans, gathering wider while room is left (step 4).
 
         The open conflicts of the planned tiers are read first: a pair both taken is marked.
+        ``again``: an earlier packing of these plans (widened, scored, their conflicts read)
+        to pack again into ``build``'s budget, without reading anything twice.
         """
+        if again is not None:
+            return self._repack(build, again, trust_cached_costs=True)
         with build.phases.measure("gather"):
             conflicts = _read_conflicts(build, plans)
         packer = self._packer(build, trust_cached_costs=True, conflicts=conflicts)
-        fill(packer, plans, build.budget)
-        plans = widen(build, packer, plans)
+        if build.budget.stable_prefix:
+            # Each tier widens as its spill-over turn ends, before a later tier's turn.
+            widened = plans
+
+            def widen_tier(tier: Tier) -> None:
+                nonlocal widened
+                widened = widen(build, packer, widened, (tier,))
+
+            fill(packer, plans, build.budget, then=widen_tier)
+            plans = widened
+        else:
+            fill(packer, plans, build.budget)
+            plans = widen(build, packer, plans)
+        packed = _Packed(packer, plans, None, conflicts)
         if not packer.cached_costs_hold():
             # A cached token_cost is not its body's count: every figure charged with it is
             # wrong, and so may be what it let in. Pack again, counting every body.
-            scores = packer.scores
-            packer = self._packer(build, trust_cached_costs=False, conflicts=conflicts)
-            packer.rescore(scores)
-            fill(packer, plans, build.budget)
+            return self._repack(build, packed, trust_cached_costs=False)
+        return self._fitted(build, packed)
+
+    def _repack(self, build: Build, packed: _Packed, *, trust_cached_costs: bool) -> _Packed:
+        """``packed``'s plans packed again into ``build``'s budget, with the scores they had."""
+        packer = self._packer(
+            build, trust_cached_costs=trust_cached_costs, conflicts=packed.conflicts
+        )
+        packer.rescore(packed.packer.scores)
+        fill(packer, packed.plans, build.budget)
+        if trust_cached_costs and not packer.cached_costs_hold():
+            return self._repack(build, packed, trust_cached_costs=False)
+        return self._fitted(build, attrs.evolve(packed, packer=packer))
+
+    def _fitted(self, build: Build, packed: _Packed) -> _Packed:
+        """``packed`` with the render fitted to the budget (the counts per tier it found)."""
         with build.phases.measure("render"):
-            counted = fit_render(packer, build.budget.tokens, self.config.layout, self.counter)
-        return _Packed(packer, plans, counted)
+            counted = fit_render(
+                packed.packer, build.budget.tokens, self.config.layout, self.counter
+            )
+        return attrs.evolve(packed, counted=counted)
 
     def _packer(
         self, build: Build, *, trust_cached_costs: bool, conflicts: Sequence[Conflict] = ()

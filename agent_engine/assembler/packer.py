@@ -445,10 +445,14 @@ class Packer:
     def _reaches(self) -> dict[Tier, int]:
         """The reach of each tier that may only fill the shares of some tiers (its lenders)."""
         pinned = [t for t in self.taken if t.entry.reason is SelectionReason.PINNED]
+        left = {
+            run: sum(self._shares[t] for t in run)
+            - sum(t.units for t in pinned if t.entry.tier in run)
+            for run in map(tuple, self._lenders.values())
+        }
+        # Every run of tiers holding this one must stay within its shares (Budget.spare).
         return {
-            tier: sum(self._shares[lender] for lender in lenders)
-            - sum(t.units for t in pinned if t.entry.tier in lenders)
-            for tier, lenders in self._lenders.items()
+            tier: min(room for run, room in left.items() if tier in run) for tier in self._lenders
         }
 
     def settle(self) -> list[Omission]:

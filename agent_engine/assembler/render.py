@@ -155,10 +155,11 @@ def prompt_order(lines: Sequence[Line]) -> list[tuple[Tier, list[tuple[str, list
 
 
 def render_lines(lines: Sequence[Line], layout: Layout, summary: str = "") -> str:
-    """Render lines in prompt order (see :func:`prompt_order`), ``summary``'s section last
-    but for the task's.
+    """Render lines in prompt order (see :func:`prompt_order`), the summary before the task.
 
-    An empty ``summary`` has no section: the render is the lines' alone.
+    ``summary``'s section comes after the global and project sections, before the task's
+    (or last, when the task has none). An empty ``summary`` has no section: the render is
+    the lines' alone.
     """
     blocks: list[str] = []
     for tier, groups in prompt_order(lines):

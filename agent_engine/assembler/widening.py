@@ -30,16 +30,30 @@ from agent_engine.models import Tier
 __all__ = ["widen"]
 
 
-def widen(build: Build, packer: Packer, plans: dict[Tier, TierPlan]) -> dict[Tier, TierPlan]:
-    """Offer ``packer`` wider pools while it has room; return the plans as they end up."""
+def widen(
+    build: Build,
+    packer: Packer,
+    plans: dict[Tier, TierPlan],
+    tiers: tuple[Tier, ...] | None = None,
+) -> dict[Tier, TierPlan]:
+    """Offer ``packer`` wider pools while it has room; return the plans as they end up.
+
+    ``tiers``: those to widen (by default every tier, in spill order). A stable prefix widens
+    one tier at a time, each as its spill-over turn ends, against the room it may fill.
+    """
     limits = build.config.limits
+    order = build.budget.spill_order if tiers is None else tiers
     for _ in range(limits.widening_rounds):
-        if packer.tokens_left() < limits.min_widening_room:
+        if tiers is None:
+            room = packer.tokens_left()
+        else:
+            room = packer.scale.tokens(max(min(build.budget.spare(packer, t)() for t in tiers), 0))
+        if room < limits.min_widening_room:
             break
         limits = attrs.evolve(limits, per_source=limits.per_source * 4)
         wider = {
             tier: plan
-            for tier in build.budget.spill_order
+            for tier in order
             if (plan := _widened(build, packer, plans, tier, limits)) is not None
         }
         if not wider:

@@ -245,3 +245,54 @@ def test_a_backend_twin_reads_and_writes_what_the_sync_backend_holds(tmp_path):
     )
     assert reopened.get(item.id) == item
     reopened.close()
+
+
+def test_a_second_cancel_still_waits_for_the_running_write():
+    """However often the caller is cancelled, it goes on only once the write has ended."""
+    confirm = HeldConfirmation()
+    stores = MemoryStores(
+        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
+    )
+    twin = AsyncContextAssembler(stores)
+    user = twin.global_store("ada")
+
+    async def main():
+        write = asyncio.ensure_future(user.add_preference("tabs over spaces", category="style"))
+        assert await asyncio.to_thread(confirm.asked.wait, WAIT)
+        for _ in range(2):
+            write.cancel()
+            await asyncio.sleep(0.01)
+            assert not write.done()
+        confirm.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        stored = await user.list_all()
+        await twin.aclose()
+        return stored
+
+    assert [item.text for item in asyncio.run(main())] == ["tabs over spaces"]
+
+
+def test_closing_runs_the_calls_already_made():
+    """A call still waiting for a worker when the twin closes runs; it is not cancelled."""
+    confirm = HeldConfirmation()
+    stores = MemoryStores(
+        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
+    )
+    twin = AsyncContextAssembler(stores, workers=1)
+    user, project = twin.global_store("ada"), twin.project_store("p")
+
+    async def main():
+        busy = asyncio.ensure_future(user.add_preference("tabs over spaces", category="style"))
+        assert await asyncio.to_thread(confirm.asked.wait, WAIT)
+        queued = asyncio.ensure_future(project.add_decision("ship on Thursdays"))
+        await asyncio.sleep(0)
+        closing = asyncio.ensure_future(twin.aclose())
+        await asyncio.sleep(0.01)
+        confirm.release.set()
+        await closing
+        return await busy, await queued
+
+    preference, decision = asyncio.run(main())
+    assert decision.text.startswith("ship on Thursdays")
+    assert preference.text == "tabs over spaces"

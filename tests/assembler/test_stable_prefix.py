@@ -8,6 +8,7 @@ from agent_engine import (
     AssemblerConfig,
     ContextAssembler,
     ContextRequest,
+    GatherLimits,
     OmissionReason,
     Tier,
 )
@@ -93,3 +94,45 @@ class TestPrefix:
         request = ContextRequest(budget_tokens=BUDGET, query="note of the backlog")
         first = assembler.build_context(TASK, request).render()
         assert assembler.build_context(TASK, request).render() == first
+
+
+class TestWidening:
+    """Pools cut at their limit gather wider: each tier only into the room it may fill."""
+
+    CONFIG = AssemblerConfig(stable_prefix=True, limits=GatherLimits(per_source=5))
+
+    def test_a_widening_task_leaves_earlier_sections_as_they_were(self, backend, clock):
+        """The task widens last: it never takes room the project widened into before it."""
+        stable = ContextAssembler(backend, clock=clock, config=self.CONFIG)
+        project = stable.project_store(TASK.project_id)
+        project.add_many(
+            project.new_item("note", f"deploy rule {n}: tag the release first") for n in range(60)
+        )
+        timeline = stable.task_store(TASK)
+        seen = []
+        for step in range(4):
+            timeline.add_many(
+                timeline.new_item("tool_output", f"step {step} run {k}: deploy output " * 3)
+                for k in range(12)
+            )
+            render = build(stable, query="deploy release rule").render()
+            seen.append(render.partition("## Task memory")[0])
+        assert len(set(seen)) == 1
+        assert build(stable, query="deploy release rule").usage_of(Tier.PROJECT).used > 400
+
+    def test_no_tier_fills_the_room_another_filled(self, backend, clock):
+        """Room the project borrowed from the global share is not widened into again."""
+        stable = ContextAssembler(backend, clock=clock, config=self.CONFIG)
+        user = stable.global_store(TASK.user_id)
+        user.add_many(
+            user.new_item("note", f"deploy preference {n}: release on tuesdays") for n in range(60)
+        )
+        project = stable.project_store(TASK.project_id)
+        project.add_many(
+            project.new_item("note", f"deploy rule {n}: tag the release " + "before it " * 3)
+            for n in range(25)
+        )
+        package = build(stable, query="deploy release rule")
+        used = {usage.tier: usage.used for usage in package.usage}
+        assert used[Tier.GLOBAL] <= 200
+        assert used[Tier.GLOBAL] + used[Tier.PROJECT] <= 600

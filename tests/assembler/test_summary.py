@@ -17,6 +17,7 @@ from agent_engine import (
     ContextAssembler,
     ContextItem,
     ContextRequest,
+    GatherLimits,
     HashingEmbedder,
     InMemoryBackend,
     Layout,
@@ -455,6 +456,32 @@ class TestBuilds:
             for header in ("## Project memory", "## Summary of memories left out", "## Task memory")
         ]
         assert order == sorted(order)
+
+    def test_a_summary_given_back_leaves_the_package_as_without(self):
+        """Nothing left out for lack of room: the items, render and scores are as without
+        summaries, though the pools were widened and scored once more before."""
+        backend = InMemoryBackend(embedder=HashingEmbedder(dim=64))
+
+        def assembler(**config):
+            limits = GatherLimits(per_source=5)
+            return ContextAssembler(
+                backend,
+                config=AssemblerConfig(track_access=False, limits=limits, **config),
+                clock=lambda: NOW,
+            )
+
+        plain, summarizing = assembler(), assembler(summary=SummaryConfig())
+        project = plain.project_store("shop")
+        project.add_many(
+            project.new_item("note", f"deploy rule {n}: tag the release before the deploy")
+            for n in range(40)
+        )
+        without, given_back = ask(plain, 4000), ask(summarizing, 4000)
+        assert given_back.summary is None
+        assert given_back.render() == without.render()
+        assert [(s.item.id, s.score) for s in given_back.selections] == [
+            (s.item.id, s.score) for s in without.selections
+        ]
 
     def test_pressure_still_says_what_was_paged_out(self):
         """A summary does not hide the omissions: they stay in the package and its pressure."""

@@ -263,7 +263,7 @@ class TestRunnerArguments:
         assert exit_info.value.code == 2
         parts = (
             "quality, cost, currentness, aging, conflicts, dedup, redaction, decider, ingest, "
-            "query, processes"
+            "query, prefix, loop, processes"
         )
         message = f"'speed' is not a part of the suite ({parts})"
         assert message in capsys.readouterr().err
