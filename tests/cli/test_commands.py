@@ -172,6 +172,6 @@ class TestBenchArguments:
         assert result.code == 2
         parts = (
             "quality, cost, currentness, aging, conflicts, dedup, redaction, decider, ingest, "
-            "query, processes"
+            "query, prefix, loop, processes"
         )
         assert f"'speed' is not a part of the suite ({parts})" in result.err
