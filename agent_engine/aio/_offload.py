@@ -16,11 +16,12 @@ import contextvars
 import functools
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 
 from agent_engine.errors import ValidationError
 
-__all__ = ["Offload", "twin"]
+__all__ = ["AsyncClosing", "Offload", "twin"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -98,3 +99,21 @@ def twin(
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"Async twin of ``{method.__qualname__}``: see it for what it does."
     return call
+
+
+class AsyncClosing:
+    """``async with`` for a twin: leaving the block awaits the twin's ``aclose``."""
+
+    async def aclose(self) -> None:
+        """Release what the twin holds (each twin says what)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

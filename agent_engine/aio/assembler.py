@@ -11,10 +11,9 @@ same packages.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
-from agent_engine.aio._offload import Offload, twin
+from agent_engine.aio._offload import AsyncClosing, Offload, twin
 from agent_engine.aio.backend import AsyncMemoryBackend
 from agent_engine.aio.tiers import (
     AsyncGlobalMemoryStore,
@@ -31,7 +30,7 @@ __all__ = ["AsyncContextAssembler"]
 R = TypeVar("R")
 
 
-class AsyncContextAssembler:
+class AsyncContextAssembler(AsyncClosing):
     """Assembles contexts like :class:`~agent_engine.ContextAssembler`, awaited.
 
     ``assembler``: the synchronous assembler to run (its stores, config and policies); or
@@ -91,14 +90,3 @@ class AsyncContextAssembler:
     async def aclose(self) -> None:
         """Let the calls under way finish, then stop the threads."""
         await self.offload.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()

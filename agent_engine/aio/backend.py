@@ -9,17 +9,14 @@ checks and raises is the backend's.
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Self
-
-from agent_engine.aio._offload import Offload, twin
+from agent_engine.aio._offload import AsyncClosing, Offload, twin
 from agent_engine.embeddings import Embedder
 from agent_engine.memory.backend import MemoryBackend
 
 __all__ = ["AsyncMemoryBackend"]
 
 
-class AsyncMemoryBackend:
+class AsyncMemoryBackend(AsyncClosing):
     """The async twin of ``sync``, a backend; ``workers`` threads unless given an ``offload``.
 
     Closing the twin (``await aclose()``, ``async with``) stops its own threads and closes the
@@ -66,14 +63,3 @@ class AsyncMemoryBackend:
         await self.offload.run(self.sync.close)
         if self._owns_offload:
             await self.offload.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()

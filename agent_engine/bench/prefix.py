@@ -39,7 +39,6 @@ from agent_engine.bench.locomo import Conversation
 from agent_engine.bench.quality import OVERALL, split_of, turn_id
 from agent_engine.bench.sample import SampleProject, ingest
 from agent_engine.embeddings import Embedder
-from agent_engine.memory.backend import embedding_text
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier, utcnow
 from agent_engine.tiers.global_ import GlobalMemoryStore
@@ -92,13 +91,11 @@ def run_prefix(
         }
         for fill, stable in FILLS.items()
     }
-    # Each conversation is embedded once: its runs store copies that carry the vectors.
-    embedded = [_embedded(conversation, embedder) for conversation in conversations]
     locomo: dict[str, Any] = {}
     for fill, stable in FILLS.items():
         for budget in config.budgets:
             records: dict[str, list[dict[str, float]]] = {}
-            for conversation in embedded:
+            for conversation in conversations:
                 for record in _locomo(
                     conversation, embedder, counter, config, budget=budget, stable=stable
                 ):
@@ -108,16 +105,6 @@ def run_prefix(
             for split, found in records.items():
                 locomo.setdefault(split, {}).setdefault(fill, {})[str(budget)] = _summary(found)
     return {"config": attrs.asdict(config), "demo": demo, "locomo": locomo}
-
-
-def _embedded(conversation: Conversation, embedder: Embedder) -> Conversation:
-    """The conversation with every turn's embedding filled in, as a store would embed it."""
-    vectors = embedder.embed([embedding_text(item) for item in conversation.items])
-    items = tuple(
-        attrs.evolve(item, embedding=vector)
-        for item, vector in zip(conversation.items, vectors, strict=True)
-    )
-    return attrs.evolve(conversation, items=items)
 
 
 def _assembler(

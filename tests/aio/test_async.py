@@ -118,12 +118,17 @@ class HeldConfirmation:
         return True
 
 
+def _held_stores(confirm):
+    """Stores whose global writes wait for ``confirm`` to be released."""
+    return MemoryStores(
+        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
+    )
+
+
 def test_a_write_cancelled_while_running_ends_whole_before_the_cancel_is_heard():
     """Cancelling a running write waits for it: the caller sees CancelledError, the item is in."""
     confirm = HeldConfirmation()
-    stores = MemoryStores(
-        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
-    )
+    stores = _held_stores(confirm)
     twin = AsyncContextAssembler(stores)
     user = twin.global_store("ada")
 
@@ -147,9 +152,7 @@ def test_a_write_cancelled_while_running_ends_whole_before_the_cancel_is_heard()
 def test_a_write_cancelled_before_it_started_never_runs():
     """A call still queued behind a busy worker is dropped whole when cancelled."""
     confirm = HeldConfirmation()
-    stores = MemoryStores(
-        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
-    )
+    stores = _held_stores(confirm)
     twin = AsyncContextAssembler(stores, workers=1)
     user, project = twin.global_store("ada"), twin.project_store("p")
 
@@ -250,9 +253,7 @@ def test_a_backend_twin_reads_and_writes_what_the_sync_backend_holds(tmp_path):
 def test_a_second_cancel_still_waits_for_the_running_write():
     """However often the caller is cancelled, it goes on only once the write has ended."""
     confirm = HeldConfirmation()
-    stores = MemoryStores(
-        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
-    )
+    stores = _held_stores(confirm)
     twin = AsyncContextAssembler(stores)
     user = twin.global_store("ada")
 
@@ -276,9 +277,7 @@ def test_a_second_cancel_still_waits_for_the_running_write():
 def test_closing_runs_the_calls_already_made():
     """A call still waiting for a worker when the twin closes runs; it is not cancelled."""
     confirm = HeldConfirmation()
-    stores = MemoryStores(
-        InMemoryBackend(embedder=HashingEmbedder(dim=32)), clock=lambda: NOW, confirm=confirm
-    )
+    stores = _held_stores(confirm)
     twin = AsyncContextAssembler(stores, workers=1)
     user, project = twin.global_store("ada"), twin.project_store("p")
 
