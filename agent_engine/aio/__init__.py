@@ -2,8 +2,9 @@
 
 ``AsyncContextAssembler`` builds contexts and its tier stores read and write without blocking
 the loop; ``AsyncMemoryBackend`` does the same for a backend used directly. Each call runs the
-synchronous core on a pool of worker threads the twin owns, and the loop awaits it
-(``docs/async.md`` says why threads, and what a cancelled call leaves).
+synchronous core on a pool of worker threads the twin owns, and the loop awaits it; the
+backend twin's reads await the driver's own asyncio API where it has one (PostgreSQL, Redis).
+``docs/async.md`` says why, and what a cancelled call leaves.
 """
 
 from agent_engine.aio.assembler import AsyncContextAssembler

@@ -21,6 +21,7 @@ import typing as _typing
 from agent_engine import _lazy
 from agent_engine.memory.audit import AuditStore, InMemoryAuditStore
 from agent_engine.memory.backend import (
+    AsyncReads,
     BaseBackend,
     MemoryBackend,
     ScopeVersions,
@@ -62,6 +63,7 @@ else:
     )
 
 __all__ = [
+    "AsyncReads",
     "AuditStore",
     "Backend",
     "BaseBackend",

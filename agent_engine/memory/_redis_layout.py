@@ -20,6 +20,8 @@ Per store:
 retried when a watched key moved) and turns the driver's errors into this library's: a server
 that cannot be reached is a :class:`~agent_engine.errors.BackendUnavailableError`, and since
 ``EXEC`` applies all of a transaction or none of it, a write cut off half-way stores nothing.
+A read is written once, as a :data:`Plan` of the commands it sends: :func:`drive` runs it on a
+client (or a watching pipe), :func:`adrive` on a ``redis.asyncio`` client.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -45,12 +47,16 @@ __all__ = [
     "Finish",
     "Keys",
     "Pipe",
+    "Plan",
     "Runner",
+    "adrive",
     "decode_item",
     "decode_json",
+    "drive",
     "encode_item",
     "encode_json",
     "live_namespaces",
+    "live_namespaces_command",
     "now_ms",
     "queue_namespace",
 ]
@@ -69,6 +75,11 @@ cannot express (they say ``bytes | str`` everywhere).
 
 Finish = Callable[[list[Any]], T]
 """What a transaction's plan returns: turns ``EXEC``'s results into the call's result."""
+
+Command = tuple[Any, ...]
+"""A command a read sends: the client method's name, then its arguments."""
+Plan = Generator[Command, Any, T]
+"""A read: yields each command it sends, receives the reply, returns what it read."""
 
 _GRACE_MS = 60_000
 """How long after its expiry a namespace is still visited (another machine's clock may lag)."""
@@ -143,7 +154,35 @@ class Keys:
 
 def live_namespaces(client: Any, keys: Keys) -> list[str]:
     """The namespaces whose keys may still exist (a minute's grace for clocks that differ)."""
-    return sorted(client.zrangebyscore(keys.namespaces, now_ms() - _GRACE_MS, "+inf"))
+    name, *arguments = live_namespaces_command(keys)
+    return sorted(getattr(client, name)(*arguments))
+
+
+def live_namespaces_command(keys: Keys) -> Command:
+    """The command whose reply is :func:`live_namespaces` (unsorted), for a :data:`Plan`."""
+    return ("zrangebyscore", keys.namespaces, now_ms() - _GRACE_MS, "+inf")
+
+
+def drive(plan: Plan[T], client: Any) -> T:
+    """Run ``plan`` on a redis-py client or pipe: each command sent as it is yielded."""
+    try:
+        name, *arguments = next(plan)
+        while True:
+            name, *arguments = plan.send(getattr(client, name)(*arguments))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+async def adrive(plan: Plan[T], client: Any) -> T:
+    """Run ``plan`` on a ``redis.asyncio`` client: each command's reply awaited."""
+    try:
+        name, *arguments = next(plan)
+        while True:
+            name, *arguments = plan.send(await getattr(client, name)(*arguments))
+    except StopIteration as done:
+        result: T = done.value
+        return result
 
 
 def queue_namespace(pipe: Any, keys: Keys, namespace: str, ttl_ms: int | None) -> None:

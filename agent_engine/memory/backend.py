@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Final, Protocol, Self, runtime_checkable
+from typing import Final, Protocol, Self, cast, runtime_checkable
 
 import attrs
 import numpy as np
@@ -77,6 +77,7 @@ __all__ = [
     "DEFAULT_ORDER",
     "REEMBED_BATCH",
     "REEMBED_COMMAND",
+    "AsyncReads",
     "BaseBackend",
     "MemoryBackend",
     "Progress",
@@ -85,10 +86,13 @@ __all__ = [
     "SearchHit",
     "Written",
     "binding_identity",
+    "check_id",
     "check_identity",
     "check_vectors",
+    "distinct_ids",
     "item_batch",
     "mixed_sizes",
+    "selection",
 ]
 
 DEFAULT_LIMIT = 100
@@ -328,6 +332,31 @@ class MemoryBackend(Protocol):
         ...
 
 
+class AsyncReads(Protocol):
+    """**Protocol:** a backend's read primitives on its driver's asyncio API.
+
+    Made by :meth:`BaseBackend.async_reads` and bound to the event loop that made them. Each
+    takes what the synchronous primitive of the same name takes, already checked, and
+    answers what it answers: the same items, from the same store.
+    """
+
+    async def fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
+        """The stored items among ``item_ids`` (distinct), by id."""
+        ...
+
+    async def select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
+        """The items ``where`` matches, in ``order``, at most ``limit``."""
+        ...
+
+    async def count(self, where: Filter) -> int:
+        """How many items ``where`` matches."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connections (the synchronous backend stays open)."""
+        ...
+
+
 class BaseBackend(abc.ABC):
     """Checks arguments and derives conveniences; subclasses implement the storage primitives.
 
@@ -491,16 +520,16 @@ class BaseBackend(abc.ABC):
 
     def get(self, item_id: str) -> ContextItem | None:
         """Return the item with this id, or ``None``."""
-        _check_id(item_id)
+        check_id(item_id)
         return self._fetch([item_id]).get(item_id)
 
     def get_many(self, item_ids: Iterable[str]) -> list[ContextItem]:
         """Return the stored items among ``item_ids``, in the order asked."""
-        ids = _check_ids(item_ids)
+        ids = distinct_ids(item_ids)
         if not ids:
             return []
-        found = self._fetch(list(dict.fromkeys(ids)))
-        return [found[item_id] for item_id in dict.fromkeys(ids) if item_id in found]
+        found = self._fetch(ids)
+        return [found[item_id] for item_id in ids if item_id in found]
 
     def update(self, item: ContextItem) -> None:
         """Replace the stored item that has ``item.id``."""
@@ -555,7 +584,7 @@ class BaseBackend(abc.ABC):
 
     def delete(self, item_id: str) -> bool:
         """Remove an item; return whether it existed."""
-        _check_id(item_id)
+        check_id(item_id)
         return self.delete_many([item_id]) == 1
 
     def delete_many(self, item_ids: Iterable[str]) -> int:
@@ -630,12 +659,8 @@ class BaseBackend(abc.ABC):
         order_by: OrderInput = DEFAULT_ORDER,
     ) -> list[ContextItem]:
         """Return matching items, ordered and limited (see :class:`MemoryBackend`)."""
-        where = parse_filter(filters)
-        order = parse_order(order_by)
-        _check_limit(limit)
-        if limit == 0:
-            return []
-        return self._select(where, order, limit)
+        selected = selection(filters, limit, order_by)
+        return [] if selected is None else self._select(*selected)
 
     def list_all(self) -> list[ContextItem]:
         """Return every item, newest first."""
@@ -1117,6 +1142,17 @@ class BaseBackend(abc.ABC):
         hits.sort(key=lambda hit: (-hit.score, hit.item.id))
         return hits
 
+    def async_reads(self) -> AsyncReads | None:
+        """The read primitives on the driver's own asyncio API, for the running event loop.
+
+        The async twin (:class:`~agent_engine.aio.AsyncMemoryBackend`) derives ``get``,
+        ``get_many``, ``query``, ``list_all`` and ``count`` from them, as this class derives
+        the synchronous ones, so a coroutine's read waits on the server without a thread.
+        ``None`` (the default) where the driver has no asyncio API, or the store answers
+        from memory: the twin then runs the synchronous read on a worker thread.
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027 - a no-op default that backends with resources override.
         """Release resources; the default backend holds none."""
 
@@ -1345,7 +1381,7 @@ def _merge_top(
 # ----------------------------------------------------------------------------- checks
 
 
-def _check_id(item_id: object) -> str:
+def check_id(item_id: object) -> str:
     """An id to look up: any storable text (an id no item can have is still refused)."""
     return _validate.text("id", item_id)
 
@@ -1353,8 +1389,25 @@ def _check_id(item_id: object) -> str:
 def _check_ids(item_ids: object) -> list[str]:
     ids = _validate.sequence("item_ids", item_ids)
     for item_id in ids:
-        _check_id(item_id)
+        check_id(item_id)
     return ids
+
+
+def distinct_ids(item_ids: object) -> list[str]:
+    """``get_many``'s ids, checked, each once, in the order asked."""
+    return list(dict.fromkeys(_check_ids(item_ids)))
+
+
+def selection(
+    filters: FilterInput, limit: object, order_by: OrderInput
+) -> tuple[Filter, Order, int | None] | None:
+    """``query``'s arguments, parsed and checked; ``None`` when the limit asks for nothing."""
+    where = parse_filter(filters)
+    order = parse_order(order_by)
+    _check_limit(limit)
+    if limit == 0:
+        return None
+    return where, order, cast("int | None", limit)
 
 
 def item_batch(items: object) -> list[ContextItem]:

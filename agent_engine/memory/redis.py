@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
@@ -46,17 +46,22 @@ from agent_engine.memory._redis_layout import (
     Finish,
     Keys,
     Pipe,
+    Plan,
     Runner,
+    adrive,
     decode_item,
     decode_json,
+    drive,
     encode_item,
     encode_json,
     live_namespaces,
+    live_namespaces_command,
     now_ms,
     queue_namespace,
 )
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
+    AsyncReads,
     BaseBackend,
     ScopeVersions,
     Written,
@@ -90,6 +95,8 @@ DEFAULT_PREFIX = "agent_engine:"
 
 _EMBEDDER = "embedder"
 _REEMBED = "reembed"
+T = TypeVar("T")
+
 _CHUNK = 1000
 """Keys per ``MGET``."""
 
@@ -143,6 +150,7 @@ class RedisBackend(BaseBackend):
         self.temporary = temporary
         self._ttl_ms = None if ttl is None else ttl // timedelta(milliseconds=1)
         self._keys = Keys(prefix)
+        self._socket_timeout = socket_timeout
         self._log = get_logger(backend="redis")
         try:
             client: redis.Redis = redis.Redis.from_url(
@@ -248,7 +256,11 @@ class RedisBackend(BaseBackend):
 
     # ------------------------------------------------------------------ reads
 
-    def _candidate_ids(self, client: Any, where: Filter) -> list[str]:
+    # Each read is a plan (:data:`Plan`): the commands it sends and what it makes of their
+    # replies, driven by a client (:func:`drive`, also a watching pipe) or, for the async
+    # twin, by a ``redis.asyncio`` client (:func:`adrive`). One plan, either API.
+
+    def _candidate_plan(self, where: Filter) -> Plan[list[str]]:
         """The ids ``where`` can match: its namespaces' members, its ids, or every namespace."""
         namespaces: set[str] | None = None
         ids: set[str] | None = None
@@ -265,25 +277,49 @@ class RedisBackend(BaseBackend):
         if ids is not None:
             return sorted(ids)
         if namespaces is None:
-            namespaces = set(live_namespaces(client, self._keys))
+            namespaces = set((yield live_namespaces_command(self._keys)))
         if not namespaces:
             return []
-        return sorted(client.sunion([self._keys.members(name) for name in namespaces]))
+        return sorted((yield ("sunion", [self._keys.members(name) for name in namespaces])))
 
-    def _load(self, client: Any, where: Filter) -> list[ContextItem]:
-        """The stored items ``where`` matches, read through ``client`` (or a watching pipe)."""
-        ids = self._candidate_ids(client, where)
-        return [item for item in self._get(client, ids).values() if where.matches(item)]
-
-    def _get(self, client: Any, ids: list[str]) -> dict[str, ContextItem]:
+    def _get_plan(self, ids: list[str]) -> Plan[dict[str, ContextItem]]:
         found: dict[str, ContextItem] = {}
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
-            texts = client.mget([self._keys.item(item_id) for item_id in chunk])
+            texts = yield ("mget", [self._keys.item(item_id) for item_id in chunk])
             for item_id, text in zip(chunk, texts, strict=True):
                 if text is not None:
                     found[item_id] = decode_item(text)
         return found
+
+    def _load_plan(self, where: Filter) -> Plan[list[ContextItem]]:
+        """The stored items ``where`` matches."""
+        ids = yield from self._candidate_plan(where)
+        found = yield from self._get_plan(ids)
+        return [item for item in found.values() if where.matches(item)]
+
+    def _count_plan(self, where: Filter) -> Plan[int]:
+        if where.conditions:
+            return len((yield from self._load_plan(where)))
+        # Every item: count the values still there (an item past its own expiry may linger
+        # in its namespace's set until the namespace goes), decoding none.
+        ids = yield from self._candidate_plan(where)
+        keys = [self._keys.item(item_id) for item_id in ids]
+        present = 0
+        for start in range(0, len(keys), _CHUNK):
+            texts = yield ("mget", keys[start : start + _CHUNK])
+            present += sum(text is not None for text in texts)
+        return present
+
+    def _candidate_ids(self, client: Any, where: Filter) -> list[str]:
+        return drive(self._candidate_plan(where), client)
+
+    def _load(self, client: Any, where: Filter) -> list[ContextItem]:
+        """The stored items ``where`` matches, read through ``client`` (or a watching pipe)."""
+        return drive(self._load_plan(where), client)
+
+    def _get(self, client: Any, ids: list[str]) -> dict[str, ContextItem]:
+        return drive(self._get_plan(ids), client)
 
     def _fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
         return self._runner.read(lambda client: self._get(client, item_ids))
@@ -293,20 +329,7 @@ class RedisBackend(BaseBackend):
         return order.sort(matching)[:limit]
 
     def _count(self, where: Filter) -> int:
-        def work(client: Any) -> int:
-            if where.conditions:
-                return len(self._load(client, where))
-            # Every item: count the values still there (an item past its own expiry may
-            # linger in its namespace's set until the namespace goes), decoding none.
-            ids = self._candidate_ids(client, where)
-            keys = [self._keys.item(item_id) for item_id in ids]
-            return sum(
-                text is not None
-                for start in range(0, len(keys), _CHUNK)
-                for text in client.mget(keys[start : start + _CHUNK])
-            )
-
-        return self._runner.read(work)
+        return self._runner.read(lambda client: drive(self._count_plan(where), client))
 
     def _scope_versions(self, key: tuple[str | None, Tier | None]) -> ScopeVersions:
         namespace, tier = key
@@ -648,6 +671,19 @@ class RedisBackend(BaseBackend):
 
         return self._runner.read(work)
 
+    def async_reads(self) -> AsyncReads:
+        """Reads through ``redis.asyncio``: the same plans, awaited (a client per call)."""
+        import redis.asyncio  # noqa: PLC0415 - the driver loads with the backend
+
+        with self._runner.translating():
+            client = redis.asyncio.Redis.from_url(
+                self.url,
+                decode_responses=True,
+                socket_timeout=self._socket_timeout,
+                socket_connect_timeout=self._socket_timeout,
+            )
+        return _AsyncReads(self, client)
+
     def close(self) -> None:
         """Release the connections (dropping the keys first if ``temporary``)."""
         if self._runner.closed:
@@ -714,6 +750,36 @@ def _check_reembedding(meta: _Meta, target: EmbedderIdentity) -> None:
 
 
 # ----------------------------------------------------------------------------- registry
+
+
+class _AsyncReads:
+    """:class:`~agent_engine.memory.backend.AsyncReads` of a Redis store, on ``redis.asyncio``.
+
+    The backend's read plans, driven by an asyncio client; errors translated as the
+    backend's, and a closed backend reads nothing. The client's connections belong to the
+    loop that first used them (the twin keeps one reader per loop).
+    """
+
+    def __init__(self, backend: RedisBackend, client: Any) -> None:
+        self._backend = backend
+        self._client = client
+
+    async def fetch(self, item_ids: list[str]) -> dict[str, ContextItem]:
+        return await self._read(self._backend._get_plan(item_ids))  # noqa: SLF001
+
+    async def select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:
+        matching = await self._read(self._backend._load_plan(where))  # noqa: SLF001
+        return order.sort(matching)[:limit]
+
+    async def count(self, where: Filter) -> int:
+        return await self._read(self._backend._count_plan(where))  # noqa: SLF001
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _read(self, plan: Plan[T]) -> T:
+        with self._backend._runner.translating():  # noqa: SLF001
+            return await adrive(plan, self._client)
 
 
 def open_url(url: str, options: OpenOptions) -> RedisBackend:

@@ -22,19 +22,25 @@ rebuilding a large table may take longer, and it is an operator's deliberate act
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib.util
 import math
 import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import platformdirs
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.pool import QueuePool, StaticPool
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent_engine._log import get_logger
 from agent_engine.errors import BackendUnavailableError, ValidationError
@@ -50,6 +56,8 @@ __all__ = [
     "SNAPSHOT_FREE",
     "TIMEOUT_ENV",
     "UNTIMED",
+    "aretrying",
+    "create_async_engine",
     "create_engine",
     "default_database_url",
     "flush_erased",
@@ -183,10 +191,37 @@ def create_engine(url: str, *, read_only: bool = False, timeout_s: float = 0.0) 
 
 
 def _postgresql_engine(url: sa.URL, *, read_only: bool, timeout_s: float) -> sa.Engine:
+    url = _postgresql_url(url, read_only=read_only)
+    with _driver_errors(url):
+        engine = sa.create_engine(url, pool_pre_ping=True)
+    _set_statement_timeout(engine, timeout_s)
+    return engine
+
+
+def create_async_engine(
+    url: str, *, read_only: bool = False, timeout_s: float = 0.0
+) -> AsyncEngine | None:
+    """An asyncio engine for the PostgreSQL ``url``, set up as :func:`create_engine`'s.
+
+    Through psycopg's asyncio API, so a coroutine awaits the server without a thread.
+    ``None`` for SQLite (its driver has no asyncio API: the async twins use threads) and
+    where SQLAlchemy's asyncio bridge (greenlet, in the ``postgres`` extra) is missing.
+    """
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() != "postgresql" or importlib.util.find_spec("greenlet") is None:
+        return None
+    from sqlalchemy.ext.asyncio import create_async_engine as create  # noqa: PLC0415
+
+    parsed = _postgresql_url(parsed, read_only=read_only)
+    with _driver_errors(parsed):
+        engine = create(parsed, pool_pre_ping=True)
+    _set_statement_timeout(engine.sync_engine, timeout_s)
+    return engine
+
+
+def _postgresql_url(url: sa.URL, *, read_only: bool) -> sa.URL:
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
-    where = url.render_as_string(hide_password=True)
-    driver = url.get_driver_name()
     if read_only:
         # Appended to the URL's own `options` (a search_path, say), which connect_args
         # would replace.
@@ -195,8 +230,16 @@ def _postgresql_engine(url: sa.URL, *, read_only: bool, timeout_s: float) -> sa.
         url = url.update_query_dict(
             {"options": " ".join([*options, "-c default_transaction_read_only=on"])}
         )
+    return url
+
+
+@contextlib.contextmanager
+def _driver_errors(url: sa.URL) -> Iterator[None]:
+    """Creating an engine: a missing or unknown driver becomes a BackendUnavailableError."""
+    where = url.render_as_string(hide_password=True)
+    driver = url.get_driver_name()
     try:
-        engine = sa.create_engine(url, pool_pre_ping=True)
+        yield
     except exc.NoSuchModuleError:
         raise BackendUnavailableError(
             f"cannot open {where}: unknown PostgreSQL driver {driver!r}; use "
@@ -214,16 +257,22 @@ def _postgresql_engine(url: sa.URL, *, read_only: bool, timeout_s: float) -> sa.
         ) from None
     except exc.ArgumentError as error:
         raise BackendUnavailableError(f"cannot open {where}: {error}") from None
-    if timeout_s:
-        milliseconds = max(1, round(timeout_s * 1000))
 
-        @event.listens_for(engine, "connect")
-        def _set_timeout(dbapi_connection: Any, _record: Any) -> None:
-            with dbapi_connection.cursor() as cursor:
-                cursor.execute(f"SET statement_timeout = {milliseconds}")
-            dbapi_connection.commit()
 
-    return engine
+def _set_statement_timeout(engine: sa.Engine, timeout_s: float) -> None:
+    """Each new PostgreSQL connection of ``engine`` sets its session's statement timeout."""
+    if not timeout_s:
+        return
+    milliseconds = max(1, round(timeout_s * 1000))
+
+    @event.listens_for(engine, "connect")
+    def _set_timeout(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"SET statement_timeout = {milliseconds}")
+        finally:
+            cursor.close()
+        dbapi_connection.commit()
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -447,9 +496,26 @@ def retrying(operation: Callable[[], T], what: str) -> T:
     raise AssertionError  # pragma: no cover - the loop returns or raises
 
 
+async def aretrying(operation: Callable[[], Awaitable[T]], what: str) -> T:
+    """:func:`retrying` for a coroutine's transaction: the backoff is awaited, not slept."""
+    for attempt in range(RETRIES):
+        try:
+            return await operation()
+        except exc.DBAPIError as error:
+            if not _retryable(error) or attempt == RETRIES - 1:
+                raise
+            await asyncio.sleep(_backoff(attempt, what, error))
+    raise AssertionError  # pragma: no cover - the loop returns or raises
+
+
 def _sleep(attempt: int, what: str, error: BaseException) -> None:
-    delay = _BACKOFF_S * (2**attempt) * (0.5 + random.random())  # noqa: S311 - jitter
+    time.sleep(_backoff(attempt, what, error))
+
+
+def _backoff(attempt: int, what: str, error: BaseException) -> float:
+    """How long to wait before attempt ``attempt + 2``, logged."""
+    delay: float = _BACKOFF_S * (2**attempt) * (0.5 + random.random())  # noqa: S311 - jitter
     get_logger(component="sql", operation=what).warning(
         "database busy; retrying", attempt=attempt + 1, delay_s=round(delay, 3), error=str(error)
     )
-    time.sleep(delay)
+    return delay

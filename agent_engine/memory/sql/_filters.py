@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Iterator
 from datetime import datetime
 from enum import Enum
 from typing import Any, Final, cast
@@ -38,7 +39,19 @@ from agent_engine.filters import FIELDS, Condition, FieldKind, Filter, Op, Order
 from agent_engine.memory.sql._rows import encode_time
 from agent_engine.memory.sql._schema import item_tags, items
 
-__all__ = ["SHORT_TAG_LIST", "order_clauses", "select_items", "where_clause"]
+__all__ = [
+    "ID_CHUNK",
+    "SHORT_TAG_LIST",
+    "chunks",
+    "count_items",
+    "items_by_id",
+    "order_clauses",
+    "select_items",
+    "where_clause",
+]
+
+ID_CHUNK: Final = 5000
+"""Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
 
 SHORT_TAG_LIST: Final = 4
 """Tag lists up to this long are probed per item; longer ones are read as one set.
@@ -83,6 +96,22 @@ def select_items(where: Filter, order: Order, limit: int | None, dialect: str) -
     except TypeError:  # a value that cannot be a cache key: build it afresh
         return _select_items(where, order, limit, dialect)
     return _select_items_cached(where, order, limit, dialect)
+
+
+def count_items(where: Filter, dialect: str) -> sa.Select[Any]:
+    """``SELECT count(*)`` of the items ``where`` matches."""
+    return sa.select(sa.func.count()).select_from(items).where(where_clause(where, dialect))
+
+
+def items_by_id(item_ids: list[str]) -> sa.Select[Any]:
+    """``SELECT`` of the whole rows of ``item_ids`` (at most :data:`ID_CHUNK` of them)."""
+    return sa.select(items).where(items.c.id.in_(item_ids))
+
+
+def chunks(values: list[str]) -> Iterator[list[str]]:
+    """``values`` in lists short enough for one ``IN (...)``."""
+    for start in range(0, len(values), ID_CHUNK):
+        yield values[start : start + ID_CHUNK]
 
 
 def _select_items(where: Filter, order: Order, limit: int | None, dialect: str) -> sa.Select[Any]:

@@ -50,6 +50,7 @@ from agent_engine.memory._vector_search import search_rows
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
+    AsyncReads,
     BaseBackend,
     ScopeVersions,
     SearchHit,
@@ -73,6 +74,7 @@ from agent_engine.memory.sql._engine import (
     SNAPSHOT_FREE,
     TIMEOUT_ENV,
     PlannerStatistics,
+    create_async_engine,
     create_engine,
     default_database_url,
     flush_erased,
@@ -81,7 +83,13 @@ from agent_engine.memory.sql._engine import (
     sqlite_file,
     timed_out,
 )
-from agent_engine.memory.sql._filters import select_items, where_clause
+from agent_engine.memory.sql._filters import (
+    chunks,
+    count_items,
+    items_by_id,
+    select_items,
+    where_clause,
+)
 from agent_engine.memory.sql._fulltext import FullTextScope
 from agent_engine.memory.sql._meta import (
     Reembedding,
@@ -121,8 +129,6 @@ __all__ = ["SQLAlchemyBackend"]
 
 T = TypeVar("T")
 
-_ID_CHUNK = 5000
-"""Ids per ``IN (...)`` list: far below SQLite's and PostgreSQL's parameter limits."""
 _WALK_LIMIT = 16_384
 """Ranked rows a filtered search walks before asking the database for the matches."""
 
@@ -450,8 +456,7 @@ class SQLAlchemyBackend(BaseBackend):
     def _transaction(
         self, work: Callable[[sa.Connection], T], *, write: bool, single: bool = False
     ) -> T:
-        if self._closed:
-            raise BackendError("this SQLAlchemyBackend is closed", backend="SQLAlchemyBackend")
+        self._check_open()
         if write and self.read_only:
             raise BackendError(
                 f"{self!r} was opened read-only; open it without read_only to write",
@@ -472,6 +477,10 @@ class SQLAlchemyBackend(BaseBackend):
 
         with self._translating():
             return retrying(attempt, "write" if write else "read")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendError("this SQLAlchemyBackend is closed", backend="SQLAlchemyBackend")
 
     @contextlib.contextmanager
     def _translating(self) -> Iterator[None]:
@@ -576,8 +585,8 @@ class SQLAlchemyBackend(BaseBackend):
     def _fetch_rows(self, item_ids: list[str]) -> dict[str, ContextItem]:
         def work(connection: sa.Connection) -> list[Any]:
             found: list[Any] = []
-            for chunk in _chunks(item_ids):
-                found.extend(connection.execute(sa.select(items).where(items.c.id.in_(chunk))))
+            for chunk in chunks(item_ids):
+                found.extend(connection.execute(items_by_id(chunk)))
             return found
 
         return {row.id: row_item(row) for row in self._read(work)}
@@ -605,7 +614,7 @@ class SQLAlchemyBackend(BaseBackend):
             raise ItemNotFoundError(missing)
         self._guard_vectors(connection, batch)
         connection.execute(statement, rows)
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             connection.execute(item_tags.delete().where(item_tags.c.item_id.in_(chunk)))
         if tags:
             connection.execute(item_tags.insert(), tags)
@@ -620,7 +629,7 @@ class SQLAlchemyBackend(BaseBackend):
     @staticmethod
     def _remove_in(connection: sa.Connection, item_ids: list[str]) -> Written:
         changed: list[Changed] = []
-        for chunk in _chunks(item_ids):
+        for chunk in chunks(item_ids):
             statement = items.delete().where(items.c.id.in_(chunk)).returning(*_CHANGED)
             changed.extend(tuple(row) for row in connection.execute(statement))
         return Written(len(changed), _logged(connection, changed))
@@ -675,9 +684,7 @@ class SQLAlchemyBackend(BaseBackend):
         return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
     def _count(self, where: Filter) -> int:
-        query = (
-            sa.select(sa.func.count()).select_from(items).where(where_clause(where, self._dialect))
-        )
+        query = count_items(where, self._dialect)
         return int(self._read_one(lambda connection: connection.execute(query).scalar_one()))
 
     def _delete_where(self, where: Filter) -> Written:
@@ -767,7 +774,7 @@ class SQLAlchemyBackend(BaseBackend):
 
         def work(connection: sa.Connection) -> int:
             touched = 0
-            for chunk in _chunks(item_ids):
+            for chunk in chunks(item_ids):
                 statement = (
                     items.update()
                     .where(items.c.id.in_(chunk))
@@ -793,7 +800,7 @@ class SQLAlchemyBackend(BaseBackend):
 
         def work(connection: sa.Connection) -> int:
             marked = 0
-            for chunk in _chunks(item_ids):
+            for chunk in chunks(item_ids):
                 statement = items.update().where(items.c.id.in_(chunk)).values(**values)
                 marked += connection.execute(statement).rowcount
             return marked
@@ -916,6 +923,29 @@ class SQLAlchemyBackend(BaseBackend):
         else:
             self._save_scope_indexes()
 
+    def async_reads(self) -> AsyncReads | None:
+        """On PostgreSQL, reads through psycopg's asyncio API (see :mod:`._async`).
+
+        A new asyncio engine with this backend's settings (read-only, statement timeout,
+        pgvector's adapters) each call; ``None`` on SQLite, whose driver has none.
+        """
+        self._check_open()
+        engine = create_async_engine(
+            self.url, read_only=self.read_only, timeout_s=self.statement_timeout
+        )
+        if engine is None:
+            return None
+        if self._pgvector:
+            _pgvector.register_adapters(engine.sync_engine)
+        from agent_engine.memory.sql._async import AsyncSQLReads  # noqa: PLC0415
+
+        return AsyncSQLReads(
+            engine,
+            dialect=self._dialect,
+            translating=self._translating,
+            check_open=self._check_open,
+        )
+
     def close(self) -> None:
         """Save the indexes (:meth:`save_indexes`), release the connection pool.
 
@@ -985,11 +1015,6 @@ def _fetch_all(query: sa.Select[Any]) -> Callable[[sa.Connection], list[Any]]:
     return lambda connection: list(connection.execute(query).all())
 
 
-def _chunks(values: list[str]) -> Iterator[list[str]]:
-    for start in range(0, len(values), _ID_CHUNK):
-        yield values[start : start + _ID_CHUNK]
-
-
 def _reembed_message(meta: StoreMeta) -> str:
     reembedding = meta.reembedding
     if reembedding is None or reembedding.target is None:
@@ -1026,7 +1051,7 @@ def _check_reembedding(connection: sa.Connection, target: EmbedderIdentity) -> N
 def _scopes(connection: sa.Connection, ids: list[str]) -> dict[str, tuple[str, str]]:
     """The ``(namespace, tier)`` of each stored id among ``ids``, its row locked for the write."""
     found: dict[str, tuple[str, str]] = {}
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         query = (
             sa.select(items.c.id, items.c.namespace, items.c.tier)
             .where(items.c.id.in_(chunk))
@@ -1038,7 +1063,7 @@ def _scopes(connection: sa.Connection, ids: list[str]) -> dict[str, tuple[str, s
 
 def _existing(connection: sa.Connection, ids: list[str]) -> set[str]:
     found: set[str] = set()
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         found.update(
             connection.execute(sa.select(items.c.id).where(items.c.id.in_(chunk))).scalars()
         )
