@@ -24,10 +24,12 @@ What differs from a reader's run, and why:
   (so every option, part and backend name it shows must be accepted), then the command runs
   smaller: ``--data`` names a tiny LoCoMo-format file the test writes (ten conversations of
   four turns), ``--sizes`` is 100 (``--aging-sizes`` and ``--dedup-sizes`` 200,
-  ``--dedup-adds`` 4), ``--fillers`` 10, the embedder is ``hashing`` and the cost, aging,
-  conflicts and dedup parts measure only the first backend named (``memory`` when none is);
-  the processes part loads 200 items and runs 2 steps per process, in a round of the first
-  process count named only (its store is the one named: a pgvector server starts).
+  ``--dedup-adds`` 4), ``--fillers`` 10 (conflicts and currentness), the embedder is
+  ``hashing`` and the cost, aging, conflicts, dedup and loop parts measure only the first
+  backend named (``memory`` when none is; the loop's reads none); the processes part loads
+  200 items and runs 2 steps per process, in a round of the first process count named only
+  (its store is the one named: a pgvector server starts), and the loop part builds 2
+  contexts per coroutine over 200 items.
   The real file, 100k-item stores, MiniLM and a fresh process per measured backend take
   minutes; what the run proves is that the suite goes end to end from these arguments.
   Everything else runs verbatim.
@@ -182,6 +184,7 @@ def _scaled(argv: tuple[str, ...], data: Path) -> list[str]:
     aging = args[args.index("--aging-backends") + 1] if "--aging-backends" in args else "memory"
     dedup = args[args.index("--dedup-backends") + 1] if "--dedup-backends" in args else "memory"
     processes = args[args.index("--processes") + 1] if "--processes" in args else "1"
+    loop = args[args.index("--loop-backends") + 1] if "--loop-backends" in args else ""
     for option, value in (
         ("--data", str(data)),
         ("--sizes", "100"),
@@ -197,6 +200,7 @@ def _scaled(argv: tuple[str, ...], data: Path) -> list[str]:
         ("--items", "200"),
         ("--steps", "2"),
         ("--processes", processes.split(",")[0]),
+        ("--loop-backends", loop.split(",")[0]),
     ):
         args = _with(args, option, value)
     return args

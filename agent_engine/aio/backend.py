@@ -1,15 +1,17 @@
 """The async twin of a backend: the ``MemoryBackend`` protocol's calls, awaited.
 
 For code that talks to a backend directly (a migration script, a custom tier) from a
-coroutine. Reads go through the driver's own asyncio API where the backend has one
-(:meth:`~agent_engine.memory.backend.BaseBackend.async_reads`: psycopg on PostgreSQL,
+coroutine. Each call runs the synchronous backend on a worker thread of an
+:class:`~agent_engine.aio._offload.Offload` (the twin's own, or one shared with an
+:class:`~agent_engine.aio.AsyncContextAssembler`), so the loop only awaits; what a call does,
+checks and raises is the backend's.
+
+With ``native=True`` the reads go through the driver's own asyncio API where the backend has
+one (:meth:`~agent_engine.memory.backend.BaseBackend.async_reads`: psycopg on PostgreSQL,
 ``redis.asyncio`` on Redis), derived from those primitives with the same checks as the
-synchronous reads, so they wait on the server without a thread. Every other call (writes,
-which also embed and keep in-process indexes; searches, which score in the process; any
-call of a store without an asyncio driver) runs the synchronous backend on a worker thread of
-an :class:`~agent_engine.aio._offload.Offload` (the twin's own, or one shared with an
-:class:`~agent_engine.aio.AsyncContextAssembler`), so the loop only awaits. What a call
-does, checks and raises is the backend's either way.
+synchronous reads, and take no thread. Their answers are decoded on the loop, though, so a
+read of many items stalls it longer than a thread does (``agent-engine bench loop``
+measures both): threads stay the default. Writes and searches always run on the threads.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ __all__ = ["AsyncMemoryBackend"]
 class AsyncMemoryBackend(AsyncClosing):
     """The async twin of ``sync``, a backend; ``workers`` threads unless given an ``offload``.
 
-    ``native=False`` sends the reads to the threads too (the driver's asyncio API is used
-    only where the backend offers it). Closing the twin (``await aclose()``, ``async with``)
+    ``native=True``: reads on the driver's asyncio API where the backend has one (see the
+    module). Closing the twin (``await aclose()``, ``async with``)
     closes its asyncio connections, stops its own threads and closes the backend, as
     ``backend.close()`` would; a shared ``offload`` is left to its owner.
     """
@@ -51,7 +53,7 @@ class AsyncMemoryBackend(AsyncClosing):
         *,
         workers: int = 4,
         offload: Offload | None = None,
-        native: bool = True,
+        native: bool = False,
     ) -> None:
         self.sync = sync
         self._owns_offload = offload is None

@@ -8,6 +8,10 @@ while a heartbeat coroutine asks to wake every millisecond and records how late 
 late wake-up is a stall every other coroutine of the loop suffers too. Reported per mode:
 builds per second and the heartbeat's lateness (p50, p99, max).
 
+With ``reads_on`` (backend configurations), it also measures the backend twin's reads (a
+namespace's newest items, a few items by id, a count) the same way, on worker threads and
+on the driver's asyncio API where the backend has one (PostgreSQL, Redis).
+
 Run it with ``agent-engine bench loop`` (``docs/benchmarks.md``).
 """
 
@@ -24,13 +28,16 @@ from typing import Any
 import attrs
 
 from agent_engine.aio.assembler import AsyncContextAssembler
+from agent_engine.aio.backend import AsyncMemoryBackend
 from agent_engine.assembler.assembler import ContextAssembler
 from agent_engine.assembler.package import ContextPackage
 from agent_engine.embeddings import Embedder
+from agent_engine.memory import registry
+from agent_engine.memory.backend import BaseBackend, MemoryBackend
 from agent_engine.memory.sql.backend import SQLAlchemyBackend
 from agent_engine.models import ContextRequest, Task
 
-__all__ = ["SYNC", "LoopBenchConfig", "run_loop", "table"]
+__all__ = ["SYNC", "LoopBenchConfig", "run_loop", "run_reads", "table"]
 
 SYNC = "sync in the loop"
 """The baseline: the sync API called inside the coroutines."""
@@ -50,6 +57,8 @@ class LoopBenchConfig:
     budget: int = 1_024
     tick: float = 0.001
     """Seconds the heartbeat asks to sleep between wake-ups."""
+    reads_on: tuple[str, ...] = ()
+    """Backend configurations to measure the backend twin's reads on (none by default)."""
 
 
 def run_loop(embedder: Embedder, config: LoopBenchConfig = LoopBenchConfig()) -> dict[str, Any]:
@@ -65,7 +74,10 @@ def run_loop(embedder: Embedder, config: LoopBenchConfig = LoopBenchConfig()) ->
                 results[mode] = asyncio.run(_round(workers, assembler, tasks, config))
         finally:
             backend.close()
-    return {"config": attrs.asdict(config), "modes": results}
+    reads: dict[str, Any] = {}
+    for name in config.reads_on:
+        reads.update(run_reads(name, embedder, config))
+    return {"config": attrs.asdict(config), "modes": results, "reads": reads}
 
 
 def _load(assembler: ContextAssembler, config: LoopBenchConfig) -> list[Task]:
@@ -101,6 +113,82 @@ async def _round(
         async def build(task: Task, request: ContextRequest) -> ContextPackage:
             return assembler.build_context(task, request)  # blocks the loop: what is measured
 
+    async def builder(n: int) -> None:
+        task = tasks[n]
+        for step in range(config.builds):
+            request = ContextRequest(
+                budget_tokens=config.budget, query=f"{task.project_id} retries {step}"
+            )
+            await build(task, request)
+
+    try:
+        timed = await _beside_heartbeat(builder, len(tasks), config)
+    finally:
+        await twin.aclose()
+    return {
+        "builds_per_s": len(tasks) * config.builds / timed.pop("elapsed_s"),
+        **timed,
+    }
+
+
+def run_reads(name: str, embedder: Embedder, config: LoopBenchConfig) -> dict[str, Any]:
+    """The backend twin's reads on configuration ``name``: threads, then asyncio if it has it."""
+    with tempfile.TemporaryDirectory() as folder:
+        backend = registry.configuration(name).build(Path(folder), embedder)
+        try:
+            _load(ContextAssembler(backend), config)
+            items = backend.list_all()
+            namespaces = sorted({item.namespace for item in items})
+            ids = [item.id for item in items]
+            rows = {}
+            for native in (False, True):
+                if native and not asyncio.run(_has_async_reads(backend)):
+                    break
+                mode = f"{name}, {'asyncio driver' if native else 'threads'}"
+                rows[mode] = asyncio.run(_reads(backend, namespaces, ids, config, native=native))
+        finally:
+            backend.close()
+    return rows
+
+
+async def _has_async_reads(backend: MemoryBackend) -> bool:
+    reads = backend.async_reads() if isinstance(backend, BaseBackend) else None
+    if reads is None:
+        return False
+    await reads.aclose()
+    return True
+
+
+async def _reads(
+    backend: MemoryBackend,
+    namespaces: list[str],
+    ids: list[str],
+    config: LoopBenchConfig,
+    *,
+    native: bool,
+) -> dict[str, float]:
+    """``concurrency`` coroutines each reading ``builds`` times, heartbeat beside."""
+    twin = AsyncMemoryBackend(backend, workers=4, native=native)
+
+    async def reader(n: int) -> None:
+        for step in range(config.builds):
+            namespace = namespaces[(n + step) % len(namespaces)]
+            start = (n * config.builds + step) * 7 % max(len(ids) - 20, 1)
+            await twin.query({"namespace": namespace}, limit=50)
+            await twin.get_many(ids[start : start + 20])
+            await twin.count({"namespace": namespace})
+
+    try:
+        timed = await _beside_heartbeat(reader, config.concurrency, config)
+    finally:
+        await twin.offload.aclose()  # the backend stays open; asyncio.run closes the rest
+    return {"reads_per_s": config.concurrency * config.builds * 3 / timed.pop("elapsed_s"), **timed}
+
+
+async def _beside_heartbeat(
+    work: Callable[[int], Awaitable[None]], coroutines: int, config: LoopBenchConfig
+) -> dict[str, float]:
+    """``work(0..coroutines-1)`` gathered while a heartbeat records how late it wakes."""
     lateness: list[float] = []
     done = asyncio.Event()
 
@@ -110,24 +198,18 @@ async def _round(
             await asyncio.sleep(config.tick)
             lateness.append(time.perf_counter() - start - config.tick)
 
-    async def builder(task: Task) -> None:
-        for n in range(config.builds):
-            request = ContextRequest(
-                budget_tokens=config.budget, query=f"{task.project_id} retries {n}"
-            )
-            await build(task, request)
-
     beat = asyncio.ensure_future(heartbeat())
-    await asyncio.sleep(config.tick * 5)  # the heartbeat is running before the first build
+    await asyncio.sleep(config.tick * 5)  # the heartbeat is running before the first call
     start = time.perf_counter()
-    await asyncio.gather(*(builder(task) for task in tasks))
-    elapsed = time.perf_counter() - start
-    done.set()
-    await beat
-    await twin.aclose()
+    try:
+        await asyncio.gather(*(work(n) for n in range(coroutines)))
+    finally:
+        elapsed = time.perf_counter() - start
+        done.set()
+        await beat
     stalls = sorted(lateness)
     return {
-        "builds_per_s": len(tasks) * config.builds / elapsed,
+        "elapsed_s": elapsed,
         "stall_p50_ms": statistics.median(stalls) * 1000,
         "stall_p99_ms": stalls[min(len(stalls) - 1, int(len(stalls) * 0.99))] * 1000,
         "stall_max_ms": stalls[-1] * 1000,
@@ -154,4 +236,21 @@ def table(results: dict[str, Any]) -> list[str]:
         f"{r['stall_p99_ms']:.2f} | {r['stall_max_ms']:.2f} |"
         for mode, r in results["modes"].items()
     ]
+    reads = results.get("reads") or {}
+    if reads:
+        lines += [
+            "",
+            (
+                f"The backend twin's reads ({config['concurrency']} coroutines x "
+                f"{config['builds']} rounds of a query, a get_many and a count):"
+            ),
+            "",
+            "| backend, reads on | reads/s | stall p50 ms | stall p99 ms | stall max ms |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {mode} | {r['reads_per_s']:.0f} | {r['stall_p50_ms']:.2f} | "
+            f"{r['stall_p99_ms']:.2f} | {r['stall_max_ms']:.2f} |"
+            for mode, r in reads.items()
+        ]
     return [*lines, ""]

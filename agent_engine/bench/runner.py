@@ -253,6 +253,11 @@ def _part(name: str) -> str:
     return name
 
 
+def _given(**options: Any) -> dict[str, Any]:
+    """The options the command line set (``None``: not given, the part's own default holds)."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
 def parse_ints(text: str) -> tuple[int, ...]:
     """``"0-4,7"`` -> ``(0, 1, 2, 3, 4, 7)``."""
     values: list[int] = []
@@ -365,8 +370,10 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
     parser.add_argument(
         "--fillers",
         type=int,
-        default=ConflictsConfig().fillers,
-        help="conflicts: synthetic memories interleaved into each project scope",
+        default=None,
+        help="conflicts, currentness: synthetic memories interleaved with what is measured "
+        f"(default: conflicts {ConflictsConfig().fillers} per project scope, currentness "
+        f"{CurrentnessConfig().filler})",
     )
     parser.add_argument(
         "--dedup-sizes",
@@ -404,8 +411,9 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
     parser.add_argument(
         "--items",
         type=int,
-        default=ProcessesConfig().items,
-        help="processes: memories loaded before the rounds",
+        default=None,
+        help="processes, loop: memories loaded before the rounds (default: processes "
+        f"{ProcessesConfig().items:,}, loop {LoopBenchConfig().items:,})",
     )
     parser.add_argument(
         "--processes",
@@ -422,7 +430,8 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         "--steps",
         type=int,
         default=None,
-        help="processes: steps per process in a round (instead of --duration)",
+        help="processes: steps per process in a round (instead of --duration); loop: builds "
+        f"(or rounds of reads) per coroutine (default {LoopBenchConfig().builds})",
     )
     parser.add_argument(
         "--secrets-per-kind",
@@ -436,11 +445,19 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=IngestBenchConfig().texts,
         help="ingest: LoCoMo turns stored through the queue and embedded raw",
     )
+    parser.add_argument(
+        "--loop-backends",
+        default="",
+        help="loop: backend configurations to measure the backend twin's reads on "
+        "(worker threads, and the driver's asyncio API where it has one)",
+    )
     args = parser.parse_args(argv)
+    loop_backends = tuple(name for name in args.loop_backends.split(",") if name)
     named = {
         *args.backends.split(","),
         *args.aging_backends.split(","),
         *args.dedup_backends.split(","),
+        *loop_backends,
     }
     unknown = sorted(named - set(cost_suite.backend_names()))
     if unknown:
@@ -466,11 +483,13 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),
         bulk=args.bulk,
-        currentness=CurrentnessConfig(slots=args.slots, modes=tuple(args.modes.split(","))),
+        currentness=CurrentnessConfig(
+            slots=args.slots, modes=tuple(args.modes.split(",")), **_given(filler=args.fillers)
+        ),
         aging=AgingBenchConfig(
             sizes=parse_ints(args.aging_sizes), backends=tuple(args.aging_backends.split(","))
         ),
-        conflicts=ConflictsConfig(fillers=args.fillers),
+        conflicts=ConflictsConfig(**_given(fillers=args.fillers)),
         dedup=DedupBenchConfig(
             sizes=parse_ints(args.dedup_sizes),
             backends=tuple(args.dedup_backends.split(",")),
@@ -479,10 +498,11 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         ),
         redaction=RedactionBenchConfig(per_kind=args.secrets_per_kind),
         ingest=IngestBenchConfig(texts=args.ingest_texts),
+        loop=LoopBenchConfig(reads_on=loop_backends, **_given(items=args.items, builds=args.steps)),
         processes=ProcessesConfig(
             store=args.store,
             url=args.url,
-            items=args.items,
+            **_given(items=args.items),
             processes=parse_ints(args.processes),
             duration=args.duration,
             steps=args.steps,

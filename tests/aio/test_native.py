@@ -1,4 +1,5 @@
-"""The backend twin's reads on the drivers' asyncio APIs: the sync reads' answers, no thread.
+"""The backend twin's reads on the drivers' asyncio APIs (``native=True``): the sync reads'
+answers, and no thread.
 
 The twins here get a pool whose threads are already stopped, so a read that reached for a
 thread would fail: on PostgreSQL (psycopg) and Redis (``redis.asyncio``) every read passes,
@@ -74,7 +75,7 @@ def _sync_reads(backend):
 
 @pytest.mark.parametrize("seeded", NATIVE, indirect=True)
 def test_native_reads_answer_as_the_sync_reads_without_a_thread(seeded):
-    twin = AsyncMemoryBackend(seeded, offload=_stopped_pool())
+    twin = AsyncMemoryBackend(seeded, offload=_stopped_pool(), native=True)
 
     async def main():
         alone = await _reads(twin)
@@ -93,8 +94,8 @@ def test_native_reads_answer_as_the_sync_reads_without_a_thread(seeded):
 def test_a_store_without_an_asyncio_driver_reads_on_the_threads(seeded):
     async def main():
         with pytest.raises(RuntimeError):  # no thread, no read
-            await AsyncMemoryBackend(seeded, offload=_stopped_pool()).get("item-00005")
-        async with AsyncMemoryBackend(seeded, workers=1) as twin:
+            await AsyncMemoryBackend(seeded, offload=_stopped_pool(), native=True).get("item-00005")
+        async with AsyncMemoryBackend(seeded, workers=1, native=True) as twin:
             return await _reads(twin)
 
     expected = _sync_reads(seeded)
@@ -103,7 +104,7 @@ def test_a_store_without_an_asyncio_driver_reads_on_the_threads(seeded):
 
 @pytest.mark.parametrize("seeded", ["postgresql", "redis"], indirect=True)
 def test_native_reads_check_their_arguments_and_the_store(seeded):
-    twin = AsyncMemoryBackend(seeded, offload=_stopped_pool())
+    twin = AsyncMemoryBackend(seeded, offload=_stopped_pool(), native=True)
 
     async def main():
         with pytest.raises(ValidationError) as bad_id:
@@ -125,7 +126,7 @@ def test_native_reads_check_their_arguments_and_the_store(seeded):
 @pytest.mark.parametrize("seeded", ["postgresql", "redis"], indirect=True)
 def test_a_twin_serves_one_running_loop_at_a_time(seeded):
     """Asyncio connections belong to one loop: each loop in turn gets its own, closed with it."""
-    twin = AsyncMemoryBackend(seeded, workers=1)
+    twin = AsyncMemoryBackend(seeded, workers=1, native=True)
     expected = seeded.query({"namespace": "ns-0"}, limit=None)
     assert asyncio.run(twin.query({"namespace": "ns-0"}, limit=None)) == expected
     assert asyncio.run(twin.query({"namespace": "ns-0"}, limit=None)) == expected
@@ -142,9 +143,9 @@ def test_a_twin_serves_one_running_loop_at_a_time(seeded):
     asyncio.run(twin.aclose())
 
 
-def test_native_false_reads_on_the_threads(open_backend):
+def test_by_default_reads_run_on_the_threads(open_backend):
     backend = open_backend("redis", HashingEmbedder(dim=64))
     backend.add(make_item(1))
-    twin = AsyncMemoryBackend(backend, offload=_stopped_pool(), native=False)
+    twin = AsyncMemoryBackend(backend, offload=_stopped_pool())
     with pytest.raises(RuntimeError):
         asyncio.run(twin.get("item-00001"))

@@ -58,3 +58,16 @@ def test_loop_part_measures_the_sync_api_and_the_twin():
         assert figures["builds_per_s"] > 0
         assert 0 <= figures["stall_p50_ms"] <= figures["stall_p99_ms"] <= figures["stall_max_ms"]
     assert any(line.startswith("| async twin, 2 workers |") for line in loop_table(results))
+
+
+def test_loop_part_measures_the_backend_twins_reads_on_threads_and_on_asyncio():
+    config = LoopBenchConfig(
+        items=40, concurrency=2, builds=2, workers=(), reads_on=("sqlite", "redis")
+    )
+    results = run_loop(HashingEmbedder(dim=32), config)
+    # SQLite's driver has no asyncio API; Redis's has.
+    assert list(results["reads"]) == ["sqlite, threads", "redis, threads", "redis, asyncio driver"]
+    for figures in results["reads"].values():
+        assert figures["reads_per_s"] > 0
+        assert 0 <= figures["stall_p50_ms"] <= figures["stall_p99_ms"] <= figures["stall_max_ms"]
+    assert any(line.startswith("| redis, asyncio driver |") for line in loop_table(results))
