@@ -670,6 +670,59 @@ def _budget(value: object) -> int:
     return _validate.integer("budget_tokens", value, minimum=1)
 
 
+def _tiers(value: object) -> frozenset[Tier] | None:
+    if value is None:
+        return None
+    if isinstance(value, str | Tier):
+        raise ValidationError(
+            "tiers must be a collection of tiers, not one; wrap it in a list",
+            field="tiers",
+            value=value,
+        )
+    return frozenset(_enum("tiers", Tier, tier) for tier in _validate.sequence("tiers", value))
+
+
+def _kinds(value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise ValidationError(
+            "kinds must be a collection of kinds, not one; wrap it in a list",
+            field="kinds",
+            value=value,
+        )
+    return frozenset(_identifier("kinds", kind) for kind in _validate.sequence("kinds", value))
+
+
+def _limit(value: object) -> int | None:
+    return None if value is None else _validate.integer("limit", value, minimum=1)
+
+
+def _min_score(value: object) -> float | None:
+    if value is None:
+        return None
+    number = _validate.real("min_score", value)
+    if not math.isfinite(number):
+        raise ValidationError("min_score must be a finite number", field="min_score", value=value)
+    return number
+
+
+def _archive(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(
+            f"archive must be True or False, got {type(value).__name__}",
+            field="archive",
+            value=value,
+        )
+    return value
+
+
+WINDOW_FRACTION = 0.08
+"""The share of a model's free context window :meth:`ContextRequest.for_window` gives memory."""
+WINDOW_CAP = 5000
+"""The most tokens :meth:`ContextRequest.for_window` gives memory, however large the window."""
+
+
 @attrs.frozen
 class ContextRequest:
     """What an executor asks for at one step: a token budget and what the step is about.
@@ -677,6 +730,19 @@ class ContextRequest:
     ``shares`` overrides the assembler's tier split for this request only; ``profile`` names an
     agent profile whose split the assembler was configured with (``shares`` wins over it);
     ``policy`` names a registered scoring policy.
+
+    What the request wants, when it says (each default is "as configured", so a plain request
+    builds what it always built):
+
+    * ``tiers``: the tiers it reads; the others are not read at all, pinned items included.
+      A tier whose share is 0 is off too, and their room goes to the tiers that are on.
+    * ``kinds``: the kinds of items it takes, in every tier (pinned, HEAD and TAIL included).
+    * ``limit``: at most this many items, admitted in the order the fill offers them (pinned,
+      the task's HEAD and TAIL, then each tier's best); the rest are left out as ``limit``.
+    * ``min_score``: ranked candidates scoring below it are left out (instead of the
+      assembler's ``min_score``); pinned, HEAD and TAIL items are not held to it.
+    * ``archive``: whether archived items may be paged back in (the searches reach the
+      archive by default).
     """
 
     budget_tokens: int = attrs.field(converter=_budget)
@@ -684,6 +750,51 @@ class ContextRequest:
     shares: TierShares | None = attrs.field(default=None, converter=_shares)
     policy: str = attrs.field(default="hybrid", converter=_policy)
     profile: str | None = attrs.field(default=None, converter=_profile)
+    tiers: frozenset[Tier] | None = attrs.field(default=None, converter=_tiers)
+    kinds: frozenset[str] | None = attrs.field(default=None, converter=_kinds)
+    limit: int | None = attrs.field(default=None, converter=_limit)
+    min_score: float | None = attrs.field(default=None, converter=_min_score)
+    archive: bool = attrs.field(default=True, converter=_archive)
+
+    @classmethod
+    def for_window(
+        cls,
+        window_tokens: int,
+        *,
+        used_tokens: int = 0,
+        fraction: float = WINDOW_FRACTION,
+        cap: int | None = WINDOW_CAP,
+        **fields: Any,
+    ) -> ContextRequest:
+        """A request whose budget is ``fraction`` of the window's free tokens, at most ``cap``.
+
+        The free tokens are ``window_tokens - used_tokens`` (what the prompt holds already).
+        The defaults (8%, at most 5,000 tokens) leave the model its window: 640 tokens of an
+        8k window, 5,000 of 100k. ``fields`` are the request's others (``query``, ...). A
+        window with no room left, or a fraction that leaves less than one token, raises a
+        :class:`~agent_engine.errors.ValidationError`.
+        """
+        window = _validate.integer("window_tokens", window_tokens, minimum=1)
+        used = _validate.integer("used_tokens", used_tokens, minimum=0)
+        share = _validate.real("fraction", fraction)
+        if not 0 < share <= 1:
+            raise ValidationError("fraction must be in (0, 1]", field="fraction", value=fraction)
+        most = None if cap is None else _validate.integer("cap", cap, minimum=1)
+        free = window - used
+        if free < 1:
+            raise ValidationError(
+                f"the window has no room left: {used} of its {window} tokens are used",
+                field="used_tokens",
+                value=used_tokens,
+            )
+        budget = math.floor(free * share)
+        if budget < 1:
+            raise ValidationError(
+                f"{share:g} of the {free} free tokens is less than one token",
+                field="fraction",
+                value=fraction,
+            )
+        return cls(budget if most is None else min(budget, most), **fields)
 
 
 class AuditAction(enum.StrEnum):

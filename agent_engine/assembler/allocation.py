@@ -4,6 +4,10 @@
 split (40/40/20 by default). Each tier's own allocation is ``floor(budget * share)``: the
 floors never add up to more than the budget, and what rounding leaves over is spill-over.
 
+**Tiers on.** A tier whose share is 0, or that the request's ``tiers`` leave out, is off: it
+is not read, not even its pinned items, and its allocation is 0, so the room the split gave
+it is spill-over for the tiers that are on.
+
 **The fill** (work-conserving: a package is never smaller than its candidates allow):
 
 0. pinned items of every tier, against the whole budget (pinned is "always in when it fits");
@@ -57,6 +61,14 @@ class Budget:
     spill_order: tuple[Tier, ...]
     stable_prefix: bool = False
     """Spill in prompt order, each tier borrowing only from the tiers before it (see the module)."""
+    tiers: frozenset[Tier] = frozenset(Tier)
+    """The tiers on: the others are not read and get no room (see the module)."""
+
+    def resized(self, tokens: int) -> Budget:
+        """The same split, tiers and order over ``tokens`` (a summary's room taken out)."""
+        return attrs.evolve(
+            self, tokens=tokens, allocation=_allocation(tokens, self.shares, self.tiers)
+        )
 
     @property
     def lenders(self) -> dict[Tier, tuple[Tier, ...]]:
@@ -125,7 +137,14 @@ def plan_budget(
         split = _profile(request.profile, profiles)
     split = split or shares
     tokens = request.budget_tokens
-    return Budget(tokens, split, allocate(tokens, split), spill_order, stable_prefix)
+    wanted = request.tiers if request.tiers is not None else frozenset(Tier)
+    on = frozenset(tier for tier in wanted if split.of(tier) > 0)
+    return Budget(tokens, split, _allocation(tokens, split, on), spill_order, stable_prefix, on)
+
+
+def _allocation(tokens: int, shares: TierShares, on: frozenset[Tier]) -> dict[Tier, int]:
+    """:func:`allocate`, with nothing for the tiers that are off."""
+    return {tier: room if tier in on else 0 for tier, room in allocate(tokens, shares).items()}
 
 
 def _profile(name: str, profiles: Mapping[str, TierShares]) -> TierShares:

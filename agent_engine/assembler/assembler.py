@@ -43,7 +43,7 @@ from agent_engine.assembler._failopen import FailOpen
 from agent_engine.assembler._fit import fit_render
 from agent_engine.assembler._observe import NO_PHASES, Phases, observe_build, report_build
 from agent_engine.assembler._summarize import reserve, summarize
-from agent_engine.assembler.allocation import allocate, fill, plan_budget
+from agent_engine.assembler.allocation import fill, plan_budget
 from agent_engine.assembler.config import AssemblerConfig
 from agent_engine.assembler.conflicts import CONFLICTS_READ
 from agent_engine.assembler.explain import explain
@@ -231,10 +231,11 @@ class ContextAssembler:
             config=config,
             policy=policy,
             budget=budget,
-            stores=stores,
+            stores={tier: store for tier, store in stores.items() if tier in budget.tiers},
             now=self.clock(),
             reads=reads,
             log=log,
+            # The query builder reads the task's last steps whichever tiers are on.
             query=self._query(request.query or task.description, stores[Tier.TASK], reads),
             degraded=degraded,
             phases=phases,
@@ -277,12 +278,7 @@ class ContextAssembler:
         if config is None or not kept:
             return self._pack_and_explain(build, plans)
         tokens = build.budget.tokens - kept
-        squeezed = attrs.evolve(
-            build,
-            budget=attrs.evolve(
-                build.budget, tokens=tokens, allocation=allocate(tokens, build.budget.shares)
-            ),
-        )
+        squeezed = attrs.evolve(build, budget=build.budget.resized(tokens))
         packed, package = self._pack_and_explain(squeezed, plans)
         with build.phases.measure("render"):
             summary = summarize(
@@ -377,6 +373,7 @@ class ContextAssembler:
             trust_cached_costs=trust_cached_costs,
             conflicts=conflicts,
             lenders=build.budget.lenders,
+            max_items=build.request.limit,
         )
 
     def _record_access(self, build: Build, taken: list[Taken]) -> None:

@@ -62,7 +62,7 @@ class OmissionReason(enum.StrEnum):
     EXPIRED = "expired"
     """Its time to live had run out."""
     BELOW_THRESHOLD = "below_threshold"
-    """Its score was under the assembler's ``min_score``."""
+    """Its score was under the ``min_score`` of the request (else of the assembler)."""
     LOWER_SCORE = "lower_score"
     """It would have fit beside the pinned items, but higher-priority items took the room."""
     NO_ROOM_FOR_HEADER = "no_room_for_header"
@@ -70,6 +70,8 @@ class OmissionReason(enum.StrEnum):
     session header it would open there (one the pinned items had not opened)."""
     OVER_BUDGET = "over_budget"
     """Its line alone is larger than all the budget its tier could get."""
+    LIMIT = "limit"
+    """The package held as many items as the request's ``limit`` allows."""
 
 
 LACK_OF_ROOM = frozenset(

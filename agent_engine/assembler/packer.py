@@ -73,6 +73,8 @@ class Packer:
     ``token_cost`` for its body without counting it (the default counter's fast path);
     :meth:`cached_costs_hold` tells afterwards whether every one charged was true.
     ``conflicts``: the open conflicts of the build's tiers, marked when both sides are taken.
+    ``max_items``: take no more items than this (a request's ``limit``); those offered after
+    are left out as :attr:`~.package.OmissionReason.LIMIT`.
     """
 
     def __init__(
@@ -86,8 +88,12 @@ class Packer:
         trust_cached_costs: bool = True,
         conflicts: Sequence[Conflict] = (),
         lenders: Mapping[Tier, Sequence[Tier]] | None = None,
+        max_items: int | None = None,
     ) -> None:
         self.budget = budget
+        self._max_items = max_items
+        self._limited: set[str] = set()
+        """Entries refused because the package held ``max_items`` already."""
         self._lenders = lenders or {}
         """The tiers whose shares a tier may fill, for those that may not fill any room left
         (a stable prefix, :mod:`.allocation`): the most room they could ever have."""
@@ -273,10 +279,7 @@ class Packer:
         item = entry.item
         if item.id in self._settled:
             return item.id in self._chosen
-        if item.fingerprint in self._fingerprints:
-            # Its content is in already: never taken, and settle says it is a duplicate.
-            self._settled.add(item.id)
-            self.waiting.discard(item.id)
+        if self._turned_away(item):
             return False
         available = min(available, self._cap - self._total)
         line = self._line_cost(item)
@@ -297,6 +300,29 @@ class Packer:
                 return True
         self.waiting.add(item.id)
         return False
+
+    def _turned_away(self, item: ContextItem) -> bool:
+        """Whether ``item`` cannot be taken, whatever the room.
+
+        Its content is in already (a duplicate, settled so), or the package holds
+        ``max_items`` already.
+        """
+        if item.fingerprint in self._fingerprints:
+            self._settled.add(item.id)
+            self.waiting.discard(item.id)
+            return True
+        if self._max_items is not None and len(self.taken) >= self._max_items:
+            self._limited.add(item.id)
+            return True
+        return False
+
+    def _known_reason(self, item: ContextItem) -> OmissionReason | None:
+        """Why ``item`` was left out when room had nothing to do with it (else ``None``)."""
+        if item.fingerprint in self._fingerprints:
+            return OmissionReason.DUPLICATE
+        if item.id in self._limited:
+            return OmissionReason.LIMIT
+        return None
 
     def _take(self, entry: Entry, body: str, units: int, *, truncated: bool) -> None:
         """Add ``entry`` at ``units`` (its markers and its conflicts' other sides' included).
@@ -468,9 +494,8 @@ class Packer:
         group the package has not opened.
         """
         line_costs, sections, groups = self._line_costs, self._sections, self._groups
-        fingerprints = self._fingerprints
         over, lower = OmissionReason.OVER_BUDGET, OmissionReason.LOWER_SCORE
-        headerless, duplicate = OmissionReason.NO_ROOM_FOR_HEADER, OmissionReason.DUPLICATE
+        headerless = OmissionReason.NO_ROOM_FOR_HEADER
         whole, roomy_whole, later_sections, later_groups = self._beside_pinned()
         reaches = self._reaches()
         num, den = self._num, self._den
@@ -495,8 +520,9 @@ class Packer:
                     cost += self._marks.cost(item, self._taken_items)
                 reach = min(reaches.get(tier, whole), whole)
                 roomy = roomy_whole - (whole - reach)
-                if item.fingerprint in fingerprints:
-                    reason = duplicate
+                known = self._known_reason(item)
+                if known is not None:
+                    reason = known
                 elif line > reach:
                     reason = over
                 elif cost <= roomy:
@@ -508,6 +534,7 @@ class Packer:
                 settled(Omission(item_id, tier, reason, -(-cost * num // den), score))
         self._offered.clear()
         self.waiting.clear()
+        self._limited.clear()
         return self.omissions
 
     def lines(self) -> list[Line]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, KeysView, Mapping
 from datetime import datetime
 
 import attrs
@@ -22,7 +22,7 @@ from agent_engine.assembler.candidates import GatherLimits, gather
 from agent_engine.assembler.package import Omission, OmissionReason, SelectionReason
 from agent_engine.assembler.packer import Entry
 from agent_engine.assembler.policies import Candidates
-from agent_engine.models import ContextItem, Tier
+from agent_engine.models import ContextItem, ContextRequest, Tier
 from agent_engine.tiers.base import TierStore
 
 __all__ = ["TierPlan", "plan_tier", "plan_tiers"]
@@ -111,7 +111,42 @@ def _gather(
         background=search_pool() if config.overlap_searches else None,
     )
     everything = {**candidates.items, **{item.id: item for item in pinned + head + tail}}
+    wanted = _wanted(build.request)
+    if wanted is not None:
+        everything = {item_id: item for item_id, item in everything.items() if wanted(item)}
+        candidates = _only(candidates, everything.keys())
+        pinned, head, tail = ([i for i in items if wanted(i)] for items in (pinned, head, tail))
     return _Gathered(attrs.evolve(candidates, items=everything), pinned, head, tail, saturated)
+
+
+def _wanted(request: ContextRequest) -> Callable[[ContextItem], bool] | None:
+    """What the request takes of the items a gather read (``None``: all of them).
+
+    Its ``kinds``, and no archived item when it leaves the archive out. The reads bring in
+    what they would for any request, and the others go before scoring, so nothing the
+    request did not ask for is scored, explained or offered; a tier that loses candidates
+    here gathers wider when room is left, as for any pool cut short.
+    """
+    kinds, archive = request.kinds, request.archive
+    if kinds is None and archive:
+        return None
+    return lambda item: (
+        (kinds is None or item.kind in kinds) and (archive or item.archived_at is None)
+    )
+
+
+def _only(candidates: Candidates, keep: KeysView[str]) -> Candidates:
+    """``candidates`` with the signals of ``keep``'s items alone (their neighbours too)."""
+    return attrs.evolve(
+        candidates,
+        dense={i: score for i, score in candidates.dense.items() if i in keep},
+        lexical={i: score for i, score in candidates.lexical.items() if i in keep},
+        neighbours={
+            i: [(n, offset) for n, offset in near if n in keep]
+            for i, near in candidates.neighbours.items()
+            if i in keep
+        },
+    )
 
 
 def _tail(store: TierStore, size: int) -> list[ContextItem]:
@@ -161,7 +196,8 @@ def _score(
         for item_id, item in live.items()
         if item_id not in placed
     ]
-    ranked, below = _threshold(rest, build.config.min_score)
+    floor = build.request.min_score
+    ranked, below = _threshold(rest, build.config.min_score if floor is None else floor)
     return TierPlan(
         tier=tier,
         store=store,

@@ -188,10 +188,12 @@ class TestEveryPackage:
         assert len(fingerprints) == len(set(fingerprints))
         assert all(not s.item.expired(NOW) for s in package.selections)
 
-        # (c) pinned items come first: one left out could not have fit beside those chosen.
+        # (c) pinned items come first: one left out could not have fit beside those chosen
+        # (a tier whose share is 0 is off: its pinned items are not read at all).
         reasons = {o.item_id: o.reason for o in package.omissions}
+        off = {tier for tier in Tier if scenario["shares"].of(tier) == 0}
         for item in stored.values():
-            if not item.pinned or item.id in ids or item.expired(NOW):
+            if not item.pinned or item.id in ids or item.expired(NOW) or item.tier in off:
                 continue
             assert item.id in reasons, item.id
             if reasons[item.id] is not OmissionReason.DUPLICATE:
@@ -202,6 +204,7 @@ class TestEveryPackage:
         accounted = ids + [o.item_id for o in package.omissions]
         assert len(accounted) == len(set(accounted))
         assert set(accounted) <= set(stored)
+        assert not {stored[item_id].tier for item_id in accounted} & off
         assert len(accounted) == sum(u.candidates for u in package.usage)
         for usage in package.usage:
             assert usage.selected == sum(1 for s in package.selections if s.tier is usage.tier)
