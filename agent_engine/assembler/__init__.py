@@ -5,7 +5,8 @@ package it builds), this is where a custom scoring policy finds its parts: the
 :class:`Candidates` a scorer sees, the :data:`Scorer` signature, and the scorers the built-in
 policies are made of, to reuse with other options or sources; and the parts of a summary of
 what a build left out for lack of room (:class:`SummaryConfig`, the :class:`Summarizer`
-protocol, the two summarizers shipped).
+protocol, the two summarizers shipped); and the reranker stage after fusion
+(:class:`RerankConfig`, the :class:`Reranker` protocol, :class:`CrossEncoderReranker`).
 """
 
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
@@ -43,6 +44,7 @@ from agent_engine.assembler.query import (
     RewriteQuery,
 )
 from agent_engine.assembler.render import Layout, RenderFormat
+from agent_engine.assembler.rerank import CrossEncoderReranker, RerankConfig, Reranker
 from agent_engine.assembler.slo import SLOGuard, SLOPolicy, SLOStatus
 from agent_engine.assembler.summary import (
     DEFAULT_SUMMARY_PROMPT,
@@ -59,6 +61,7 @@ __all__ = [
     "Candidates",
     "ContextAssembler",
     "ContextPackage",
+    "CrossEncoderReranker",
     "DEFAULT_POLICIES",
     "DEFAULT_QUERY_BUILDER",
     "DEFAULT_SUMMARY_PROMPT",
@@ -81,6 +84,8 @@ __all__ = [
     "RandomScorer",
     "RecencyScorer",
     "RenderFormat",
+    "RerankConfig",
+    "Reranker",
     "RewriteQuery",
     "SLOGuard",
     "SLOPolicy",

@@ -9,6 +9,7 @@ import attrs
 from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.assembler.render import Layout
+from agent_engine.assembler.rerank import RerankConfig
 from agent_engine.assembler.slo import SLOPolicy
 from agent_engine.assembler.summary import SummaryConfig
 from agent_engine.errors import ValidationError
@@ -35,7 +36,9 @@ class AssemblerConfig:
     only task memory changes the global and project sections render byte-identical; room the
     task has not used yet stays empty instead of going to the project tier. ``summary``:
     summarize what a build leaves out for lack of room, in a share of its budget
-    (:mod:`.summary`; ``None``, the default: no summary).
+    (:mod:`.summary`; ``None``, the default: no summary). ``rerank``: a reranker that reorders
+    each tier's best candidates after fusion (:mod:`.rerank`; ``None``, the default: the
+    fused order).
     """
 
     shares: TierShares = attrs.field(factory=TierShares)
@@ -51,6 +54,7 @@ class AssemblerConfig:
     slo: SLOPolicy | None = None
     stable_prefix: bool = False
     summary: SummaryConfig | None = None
+    rerank: RerankConfig | None = None
 
     def __attrs_post_init__(self) -> None:
         for name, value in (("head", self.head), ("tail", self.tail)):
@@ -63,6 +67,12 @@ class AssemblerConfig:
                 f"summary must be a SummaryConfig or None, got {type(self.summary).__name__}",
                 field="summary",
                 value=self.summary,
+            )
+        if self.rerank is not None and not isinstance(self.rerank, RerankConfig):
+            raise ValidationError(
+                f"rerank must be a RerankConfig or None, got {type(self.rerank).__name__}",
+                field="rerank",
+                value=self.rerank,
             )
         if sorted(self.spill_order) != sorted(Tier):
             raise ValidationError(

@@ -22,6 +22,7 @@ from agent_engine.assembler.candidates import GatherLimits, gather
 from agent_engine.assembler.package import Omission, OmissionReason, SelectionReason
 from agent_engine.assembler.packer import Entry
 from agent_engine.assembler.policies import Candidates
+from agent_engine.assembler.rerank import RerankConfig, rerank_order
 from agent_engine.models import ContextItem, ContextRequest, Tier
 from agent_engine.tiers.base import TierStore
 
@@ -198,6 +199,8 @@ def _score(
     ]
     floor = build.request.min_score
     ranked, below = _threshold(rest, build.config.min_score if floor is None else floor)
+    if build.config.rerank is not None:
+        ranked = _reranked(build, build.config.rerank, ranked, scores)
     return TierPlan(
         tier=tier,
         store=store,
@@ -209,6 +212,33 @@ def _score(
         scores=scores,
         left_out=expired + below,
     )
+
+
+def _reranked(
+    build: Build, config: RerankConfig, ranked: list[Entry], scores: dict[str, float]
+) -> list[Entry]:
+    """``ranked`` (best first) with its ``config.top`` best in the reranker's order.
+
+    Their scores are dealt out again in that order, in ``scores`` too, so the plan reports
+    what the entries carry. A reranker that fails leaves the fused
+    order, logged (raised when the build is strict).
+    """
+    top = ranked[: config.top]
+    if len(top) < 2:  # noqa: PLR2004 - nothing to reorder
+        return ranked
+    try:
+        order = rerank_order(build.query, [e.item for e in top], config.reranker)
+    except Exception as error:  # a reranker of the user's: the build goes on without it
+        if build.reads.strict:
+            raise
+        build.log.warning(
+            "reranker_failed", reranker=type(config.reranker).__name__, error=str(error)
+        )
+        return ranked
+    reranked = [top[at]._replace(score=top[rank].score) for rank, at in enumerate(order)]
+    for entry in reranked:
+        scores[entry.item.id] = entry.score
+    return reranked + ranked[config.top :]
 
 
 def _live(

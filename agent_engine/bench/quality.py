@@ -41,6 +41,7 @@ from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.package import ContextPackage, Selection
 from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
 from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder
+from agent_engine.assembler.rerank import RerankConfig
 from agent_engine.assembler.summary import SummaryConfig
 from agent_engine.bench.locomo import CATEGORIES, Conversation
 from agent_engine.embeddings import Embedder
@@ -55,6 +56,7 @@ __all__ = [
     "BASELINES",
     "MIN_FRAGMENT_WORDS",
     "OVERALL",
+    "RERANK_SUFFIX",
     "SUMMARY_SUFFIX",
     "QualityConfig",
     "answered",
@@ -75,6 +77,8 @@ OVERALL = (1, 2, 3, 4)
 
 SUMMARY_SUFFIX = "+summary"
 """What a policy's name gets in the rows measured with a summary section."""
+RERANK_SUFFIX = "+rerank"
+"""What a policy's name gets in the rows measured with a reranker stage."""
 
 MIN_FRAGMENT_WORDS = 3
 """The fewest words of a turn a summary line must show for the turn to count as in it."""
@@ -101,12 +105,16 @@ class QualityConfig:
     """Build with ``AssemblerConfig(stable_prefix=True)``: what a cache-stable prompt costs."""
     summary: SummaryConfig | None = None
     """Measure every policy with this summary section too (rows ``<policy>+summary``)."""
+    rerank: RerankConfig | None = None
+    """Measure every policy with this reranker stage too (rows ``<policy>+rerank``)."""
 
     def variants(self) -> tuple[str, ...]:
-        """The rows measured: each policy, and each with a summary when configured."""
-        if self.summary is None:
-            return self.policies
-        return (*self.policies, *(f"{policy}{SUMMARY_SUFFIX}" for policy in self.policies))
+        """The rows measured: each policy, and each with a summary or a reranker when set."""
+        rows = list(self.policies)
+        for suffix, setting in ((SUMMARY_SUFFIX, self.summary), (RERANK_SUFFIX, self.rerank)):
+            if setting is not None:
+                rows += [f"{policy}{suffix}" for policy in self.policies]
+        return tuple(rows)
 
 
 def split_of(index: int) -> str:
@@ -174,13 +182,14 @@ def run_quality(
     records: list[dict[str, Any]] = []
     for conversation in conversations:
         plain, task = conversation_stores(conversation, embedder, counter, config, policies)
-        summarizing = _summarizing(plain, config.summary)
+        summarizing = _beside(plain, summary=config.summary)
+        assemblers = _variants(plain, summarizing, config)
         texts = {item.id: item.text for item in conversation.items}
         for question in conversation.questions:
             evidence = set(question.evidence)
             for variant in config.variants():
-                policy = variant.removesuffix(SUMMARY_SUFFIX)
-                assembler = summarizing if variant != policy and summarizing else plain
+                policy = variant.removesuffix(SUMMARY_SUFFIX).removesuffix(RERANK_SUFFIX)
+                assembler = assemblers[variant]
                 record: dict[str, Any] = {
                     "conversation": conversation.index,
                     "split": split_of(conversation.index),
@@ -222,19 +231,39 @@ def run_quality(
             **attrs.asdict(config),
             "query_builder": repr(config.query_builder),
             "summary": repr(config.summary),
+            "rerank": repr(config.rerank),
         },
         "records": records,
         "summary": summarize(records, config),
     }
 
 
-def _summarizing(plain: ContextAssembler, summary: SummaryConfig | None) -> ContextAssembler | None:
-    """An assembler like ``plain`` on the same stores, that summarizes (``None``: no summary)."""
-    if summary is None:
+def _variants(
+    plain: ContextAssembler, summarizing: ContextAssembler | None, config: QualityConfig
+) -> dict[str, ContextAssembler]:
+    """The assembler each row is measured with: ``plain``, or one beside it on its stores."""
+    reranking = _beside(plain, rerank=config.rerank)
+    chosen: dict[str, ContextAssembler] = {}
+    for variant in config.variants():
+        if variant.endswith(SUMMARY_SUFFIX) and summarizing is not None:
+            chosen[variant] = summarizing
+        elif variant.endswith(RERANK_SUFFIX) and reranking is not None:
+            chosen[variant] = reranking
+        else:
+            chosen[variant] = plain
+    return chosen
+
+
+def _beside(plain: ContextAssembler, **setting: Any) -> ContextAssembler | None:
+    """An assembler like ``plain`` on its stores, with one more setting; ``None`` without it.
+
+    The setting is an ``AssemblerConfig`` field: a summary, a reranker.
+    """
+    if all(value is None for value in setting.values()):
         return None
     return ContextAssembler(
         plain.stores,
-        config=attrs.evolve(plain.config, summary=summary),
+        config=attrs.evolve(plain.config, **setting),
         counter=plain.counter,
         policies=plain.policies,
         query_builder=plain.query_builder,

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from agent_engine.assembler.rerank import DEFAULT_RERANK_TOP, CrossEncoderReranker, RerankConfig
 from agent_engine.assembler.summary import ExtractiveSummarizer, SummaryConfig
 from agent_engine.bench import cost as cost_suite
 from agent_engine.bench import locomo
@@ -228,6 +229,13 @@ def _write_path(options: SuiteOptions) -> dict[str, Any]:
     return results
 
 
+def _rerank(args: Any) -> RerankConfig | None:
+    """The reranker the quality part measures beside each policy (``None``: none)."""
+    if args.reranker is None:
+        return None
+    return RerankConfig(CrossEncoderReranker(args.reranker), top=args.rerank_top)
+
+
 def _summary(args: Any) -> SummaryConfig | None:
     """The summary the quality part measures beside each policy (``None``: none)."""
     tuned = {
@@ -334,6 +342,19 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         type=int,
         default=None,
         help="quality: the most one left-out turn's fragment may cost (implies --summary)",
+    )
+    parser.add_argument(
+        "--reranker",
+        type=Path,
+        default=None,
+        help="quality: a CrossEncoder model folder; measure every policy reranked by it too "
+        "(rows <policy>+rerank)",
+    )
+    parser.add_argument(
+        "--rerank-top",
+        type=int,
+        default=DEFAULT_RERANK_TOP,
+        help="quality: the best candidates per tier the reranker reads",
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
@@ -479,6 +500,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             stable_prefix=args.stable_prefix,
             drop_archive=args.drop_archive,
             summary=_summary(args),
+            rerank=_rerank(args),
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),

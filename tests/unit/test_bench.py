@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from agent_engine import ValidationError
-from agent_engine.assembler import ContextPackage, Layout, Summary, SummaryConfig
+from agent_engine.assembler import ContextPackage, Layout, RerankConfig, Summary, SummaryConfig
 from agent_engine.assembler.policies import DEFAULT_POLICIES
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
@@ -201,6 +201,33 @@ class TestSummaryRows:
         report = write_report({"meta": {}, "quality": result}, tmp_path / "out").read_text()
         held = f"| hybrid+summary | whole | {summary['items']['40']:.3f} | 1.000 |"
         assert held in report
+
+
+class TestRerankRows:
+    class Evidence:
+        """A reranker that knows the answers: the turn that answers the question first."""
+
+        ANSWERS = {"cat": "Miso", "paint": "sunsets"}  # noqa: RUF012 - read only
+
+        def rerank(self, query, items):
+            marks = [answer for word, answer in self.ANSWERS.items() if word in query]
+            return [float(any(mark in item.text for mark in marks)) for item in items]
+
+    def test_each_policy_is_measured_again_reranked(self, data, tmp_path):
+        config = QualityConfig(
+            budgets=(30, 4096),
+            policies=("recency",),
+            live_turns=0,
+            rerank=RerankConfig(self.Evidence()),
+        )
+        result = run_quality(locomo.load(data), HashingEmbedder(dim=64), config=config)
+        rows = result["summary"]["tuning (0-4)"]
+        assert set(rows) == {"recency", "recency+rerank"}
+        plain, reranked = rows["recency"]["overall"], rows["recency+rerank"]["overall"]
+        assert reranked["recall"]["30"] > plain["recall"]["30"]
+        assert reranked["recall"]["4096"] == plain["recall"]["4096"] == 1.0
+        report = write_report({"meta": {}, "quality": result}, tmp_path / "out").read_text()
+        assert "| recency+rerank |" in report
 
 
 class TestSynthetic:
