@@ -29,6 +29,7 @@ Access tracking is off, so questions do not influence each other.
 
 from __future__ import annotations
 
+import copy
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -39,7 +40,13 @@ import attrs
 from agent_engine.assembler._cut import CUT_MARK
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.package import ContextPackage, Selection
-from agent_engine.assembler.policies import DEFAULT_POLICIES, Policy
+from agent_engine.assembler.policies import (
+    DEFAULT_POLICIES,
+    DENSE,
+    LEXICAL,
+    NEIGHBOURS,
+    Policy,
+)
 from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder
 from agent_engine.assembler.rerank import RerankConfig
 from agent_engine.assembler.summary import SummaryConfig
@@ -53,17 +60,19 @@ from agent_engine.tiers.views import View
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = [
+    "ABLATIONS",
     "BASELINES",
     "MIN_FRAGMENT_WORDS",
     "OVERALL",
+    "QualityConfig",
     "RERANK_SUFFIX",
     "SUMMARY_SUFFIX",
-    "QualityConfig",
     "answered",
     "conversation_stores",
     "run_quality",
     "split_of",
     "turn_id",
+    "with_ablations",
 ]
 
 BASELINES = ("random", "recency", "importance", "lexical", "semantic")
@@ -107,14 +116,57 @@ class QualityConfig:
     """Measure every policy with this summary section too (rows ``<policy>+summary``)."""
     rerank: RerankConfig | None = None
     """Measure every policy with this reranker stage too (rows ``<policy>+rerank``)."""
+    ablations: bool = False
+    """Measure the default policy again without each of its signals (rows ``hybrid-no-*``)."""
 
     def variants(self) -> tuple[str, ...]:
         """The rows measured: each policy, and each with a summary or a reranker when set."""
         rows = list(self.policies)
+        if self.ablations:
+            rows += [name for name in ABLATIONS if name not in rows]
         for suffix, setting in ((SUMMARY_SUFFIX, self.summary), (RERANK_SUFFIX, self.rerank)):
             if setting is not None:
                 rows += [f"{policy}{suffix}" for policy in self.policies]
         return tuple(rows)
+
+
+def _without(
+    name: str, *, sources: frozenset[str] = frozenset(), strip: bool = True, **weights: float
+) -> Callable[[Policy], Policy]:
+    """The default policy less some of its sources and weights, as the ablation ``name``."""
+
+    def ablate(hybrid: Policy) -> Policy:
+        scorer = copy.copy(hybrid.scorer)
+        for weight, value in weights.items():
+            setattr(scorer, weight, value)
+        return Policy(name, scorer, hybrid.sources - sources, strip_sources=strip)
+
+    return ablate
+
+
+ABLATIONS: Mapping[str, Callable[[Policy], Policy]] = {
+    "hybrid-no-lexical": _without(
+        "hybrid-no-lexical", sources=frozenset({LEXICAL}), lexical_weight=0.0
+    ),
+    "hybrid-no-dense": _without("hybrid-no-dense", sources=frozenset({DENSE}), dense_weight=0.0),
+    "hybrid-no-neighbours": _without(
+        "hybrid-no-neighbours", sources=frozenset({NEIGHBOURS}), smoothing=0.0
+    ),
+    "hybrid-no-names": _without("hybrid-no-names", strip=False, source_boost=0.0),
+    "hybrid-no-importance": _without("hybrid-no-importance", importance_weight=0.0),
+}
+"""Each of the default policy's signals taken out, one at a time: what each contributes.
+
+``-lexical`` and ``-dense`` drop the signal's search as well as its weight (no candidates
+from it), ``-neighbours`` the session neighbours and the smoothing over them, ``-names`` the
+boost of a source the question names (and the stripping of its name from the dense query),
+``-importance`` the importance prior."""
+
+
+def with_ablations(policies: Mapping[str, Policy]) -> dict[str, Policy]:
+    """``policies`` and the :data:`ABLATIONS` of its ``hybrid`` policy."""
+    hybrid = policies["hybrid"]
+    return {**policies, **{name: ablate(hybrid) for name, ablate in ABLATIONS.items()}}
 
 
 def split_of(index: int) -> str:
@@ -179,6 +231,7 @@ def run_quality(
     custom policy can be measured beside the shipped ones.
     """
     config = config or QualityConfig()
+    policies = with_ablations(policies) if config.ablations else policies
     records: list[dict[str, Any]] = []
     for conversation in conversations:
         plain, task = conversation_stores(conversation, embedder, counter, config, policies)

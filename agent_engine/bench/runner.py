@@ -278,32 +278,8 @@ def parse_ints(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
-    """What ``argv`` asks the suite to do; a usage error exits 2, as argparse does."""
-    import argparse  # noqa: PLC0415 - only the script entry needs it
-
-    parser = argparse.ArgumentParser(prog="python -m agent_engine.bench", description=__doc__)
-    # No `choices` here: Python 3.11's argparse checks a `nargs="*"` positional's default
-    # (even an empty one) against them and rejects every command that names no part.
-    parser.add_argument(
-        "parts",
-        nargs="*",
-        type=_part,
-        metavar="PART",
-        help=f"{', '.join(PARTS)} (default: all but processes)",
-    )
-    parser.add_argument("--data", type=Path, default=None, help="locomo10.json (or its folder)")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"))
-    parser.add_argument(
-        "--embedder",
-        default=None,
-        help="minilm, hashing, or a model name/path (default: minilm for quality, "
-        "hashing for currentness and conflicts)",
-    )
-    parser.add_argument("--counter", default="model", choices=["model", "heuristic"])
-    parser.add_argument("--conversations", default="0-9")
-    parser.add_argument("--budgets", default="256,512,1024,2048,4096")
-    parser.add_argument("--policies", default=",".join(QualityConfig().policies))
+def _quality_arguments(parser: Any) -> None:
+    """The quality part's options beyond budgets and policies (an ``argparse`` parser)."""
     parser.add_argument(
         "--working-set",
         type=int,
@@ -344,6 +320,12 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         help="quality: the most one left-out turn's fragment may cost (implies --summary)",
     )
     parser.add_argument(
+        "--ablations",
+        action="store_true",
+        help="quality: measure the default policy without each of its signals too "
+        "(rows hybrid-no-lexical, -dense, -neighbours, -names, -importance)",
+    )
+    parser.add_argument(
         "--reranker",
         type=Path,
         default=None,
@@ -356,6 +338,35 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         default=DEFAULT_RERANK_TOP,
         help="quality: the best candidates per tier the reranker reads",
     )
+
+
+def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
+    """What ``argv`` asks the suite to do; a usage error exits 2, as argparse does."""
+    import argparse  # noqa: PLC0415 - only the script entry needs it
+
+    parser = argparse.ArgumentParser(prog="python -m agent_engine.bench", description=__doc__)
+    # No `choices` here: Python 3.11's argparse checks a `nargs="*"` positional's default
+    # (even an empty one) against them and rejects every command that names no part.
+    parser.add_argument(
+        "parts",
+        nargs="*",
+        type=_part,
+        metavar="PART",
+        help=f"{', '.join(PARTS)} (default: all but processes)",
+    )
+    parser.add_argument("--data", type=Path, default=None, help="locomo10.json (or its folder)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument(
+        "--embedder",
+        default=None,
+        help="minilm, hashing, or a model name/path (default: minilm for quality, "
+        "hashing for currentness and conflicts)",
+    )
+    parser.add_argument("--counter", default="model", choices=["model", "heuristic"])
+    parser.add_argument("--conversations", default="0-9")
+    parser.add_argument("--budgets", default="256,512,1024,2048,4096")
+    parser.add_argument("--policies", default=",".join(QualityConfig().policies))
+    _quality_arguments(parser)
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument(
         "--backends",
@@ -501,6 +512,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             drop_archive=args.drop_archive,
             summary=_summary(args),
             rerank=_rerank(args),
+            ablations=args.ablations,
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),

@@ -10,16 +10,18 @@ import pytest
 
 from agent_engine import ValidationError
 from agent_engine.assembler import ContextPackage, Layout, RerankConfig, Summary, SummaryConfig
-from agent_engine.assembler.policies import DEFAULT_POLICIES
+from agent_engine.assembler.policies import DEFAULT_POLICIES, DENSE, LEXICAL, NEIGHBOURS
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
 from agent_engine.bench.quality import (
+    ABLATIONS,
     QualityConfig,
     answered,
     conversation_stores,
     run_quality,
     split_of,
     summarized,
+    with_ablations,
 )
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints, parse_options
@@ -228,6 +230,32 @@ class TestRerankRows:
         assert reranked["recall"]["4096"] == plain["recall"]["4096"] == 1.0
         report = write_report({"meta": {}, "quality": result}, tmp_path / "out").read_text()
         assert "| recency+rerank |" in report
+
+
+class TestAblationRows:
+    def test_each_signal_taken_out_in_turn_and_the_default_left_alone(self):
+        policies = with_ablations(DEFAULT_POLICIES)
+        hybrid = DEFAULT_POLICIES["hybrid"]
+        no_lexical, no_dense = policies["hybrid-no-lexical"], policies["hybrid-no-dense"]
+        assert LEXICAL not in no_lexical.sources
+        assert no_lexical.scorer.lexical_weight == 0.0
+        assert DENSE not in no_dense.sources
+        assert no_dense.scorer.dense_weight == 0.0
+        assert policies["hybrid-no-neighbours"].scorer.smoothing == 0.0
+        assert policies["hybrid-no-names"].strip_sources is False
+        assert policies["hybrid-no-importance"].scorer.importance_weight == 0.0
+        # The default policy itself is untouched.
+        assert hybrid.scorer.lexical_weight > 0
+        assert hybrid.scorer.smoothing > 0
+        assert hybrid.sources == frozenset({DENSE, LEXICAL, NEIGHBOURS})
+
+    def test_the_rows(self, data):
+        config = QualityConfig(budgets=(4096,), policies=("hybrid",), live_turns=0, ablations=True)
+        result = run_quality(locomo.load(data), HashingEmbedder(dim=64), config=config)
+        rows = result["summary"]["tuning (0-4)"]
+        assert set(rows) == {"hybrid", *ABLATIONS}
+        for row in rows.values():
+            assert 0 <= row["overall"]["recall"]["4096"] <= 1
 
 
 class TestSynthetic:
