@@ -54,6 +54,7 @@ from agent_engine.bench.locomo import CATEGORIES, Conversation
 from agent_engine.embeddings import Embedder
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier
+from agent_engine.retrieval.text import analyze
 from agent_engine.tiers.scope import local_id
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.views import View
@@ -62,6 +63,8 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 __all__ = [
     "ABLATIONS",
     "BASELINES",
+    "LOW_OVERLAP",
+    "LOW_OVERLAP_SHARE",
     "MIN_FRAGMENT_WORDS",
     "OVERALL",
     "QualityConfig",
@@ -69,6 +72,7 @@ __all__ = [
     "SUMMARY_SUFFIX",
     "answered",
     "conversation_stores",
+    "overlap",
     "run_quality",
     "split_of",
     "turn_id",
@@ -86,6 +90,13 @@ OVERALL = (1, 2, 3, 4)
 
 SUMMARY_SUFFIX = "+summary"
 """What a policy's name gets in the rows measured with a summary section."""
+LOW_OVERLAP = "low overlap"
+"""The group of questions whose evidence holds at most :data:`LOW_OVERLAP_SHARE` of their terms."""
+LOW_OVERLAP_SHARE = 0.25
+"""Where a question counts as sharing few words with its evidence: a quarter of its terms.
+
+Measured with BM25's own analysis, the speaker's label included: these are the questions a
+lexical signal has least to say about (a paraphrase of the memory), about 15% of LoCoMo's."""
 RERANK_SUFFIX = "+rerank"
 """What a policy's name gets in the rows measured with a reranker stage."""
 
@@ -240,10 +251,12 @@ def run_quality(
         texts = {item.id: item.text for item in conversation.items}
         for question in conversation.questions:
             evidence = set(question.evidence)
+            shared = overlap(question.text, (texts[t] for t in evidence if t in texts))
             for variant in config.variants():
                 policy = variant.removesuffix(SUMMARY_SUFFIX).removesuffix(RERANK_SUFFIX)
                 assembler = assemblers[variant]
                 record: dict[str, Any] = {
+                    "overlap": shared,
                     "conversation": conversation.index,
                     "split": split_of(conversation.index),
                     "category": question.category,
@@ -367,6 +380,32 @@ def summarized(
     return shown
 
 
+def _groups() -> list[tuple[str, Callable[[dict[str, Any]], bool]]]:
+    """The groups of questions each row reports: overall, per category, low overlap."""
+    return [
+        ("overall", lambda record: record["category"] in OVERALL),
+        *((CATEGORIES[category], _in_category(category)) for category in sorted(CATEGORIES)),
+        (LOW_OVERLAP, _low_overlap),
+    ]
+
+
+def _in_category(category: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda record: record["category"] == category
+
+
+def _low_overlap(record: dict[str, Any]) -> bool:
+    return bool(record["category"] in OVERALL and record["overlap"] <= LOW_OVERLAP_SHARE)
+
+
+def overlap(question: str, evidence: Iterable[str]) -> float:
+    """The share of ``question``'s terms (BM25's: no stopwords, light stems) its evidence has."""
+    asked = set(analyze(question))
+    if not asked:
+        return 1.0
+    held = {term for text in evidence for term in analyze(text)}
+    return len(asked & held) / len(asked)
+
+
 def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[str, Any]:
     """Mean recall and full-evidence share per split, policy, budget and category."""
     keys = [*sorted(config.budgets), *(f"@{k}" for k in config.recall_at)]
@@ -378,11 +417,8 @@ def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[
             if not mine:
                 continue
             entry: dict[str, Any] = {}
-            for group, categories in [
-                ("overall", OVERALL),
-                *((CATEGORIES[c], (c,)) for c in sorted(CATEGORIES)),
-            ]:
-                chosen = [r for r in mine if r["category"] in categories]
+            for group, belongs in _groups():
+                chosen = [r for r in mine if belongs(r)]
                 if not chosen:
                     continue
                 entry[group] = {

@@ -15,9 +15,13 @@ from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
 from agent_engine.bench.quality import (
     ABLATIONS,
+    LOW_OVERLAP,
+    LOW_OVERLAP_SHARE,
+    OVERALL,
     QualityConfig,
     answered,
     conversation_stores,
+    overlap,
     run_quality,
     split_of,
     summarized,
@@ -230,6 +234,27 @@ class TestRerankRows:
         assert reranked["recall"]["4096"] == plain["recall"]["4096"] == 1.0
         report = write_report({"meta": {}, "quality": result}, tmp_path / "out").read_text()
         assert "| recency+rerank |" in report
+
+
+class TestLowOverlap:
+    def test_the_share_of_the_questions_terms_its_evidence_holds(self):
+        """BM25's analysis: stopwords out, light stems, the speaker's label counted."""
+        evidence = ["Ann: I adopted a cat named Miso."]
+        assert overlap("What is Ann's cat called?", evidence) == pytest.approx(2 / 3)
+        assert overlap("Which pet did she adopt?", evidence) == pytest.approx(1 / 2)
+        assert overlap("How does she feel?", evidence) == 0.0
+        assert overlap("Is it?", evidence) == 1.0  # no terms: nothing to miss
+
+    def test_questions_sharing_few_words_are_a_group_of_their_own(self, data):
+        config = QualityConfig(budgets=(4096,), policies=("hybrid",), live_turns=0)
+        result = run_quality(locomo.load(data), HashingEmbedder(dim=64), config=config)
+        assert all(0 <= r["overlap"] <= 1 for r in result["records"])
+        low = [r for r in result["records"] if r["overlap"] <= LOW_OVERLAP_SHARE]
+        row = result["summary"]["tuning (0-4)"]["hybrid"]
+        if low:
+            assert row[LOW_OVERLAP]["n"] == len([r for r in low if r["category"] in OVERALL])
+        else:
+            assert LOW_OVERLAP not in row
 
 
 class TestAblationRows:
