@@ -12,6 +12,7 @@ protocol, the two summarizers shipped); and the reranker stage after fusion
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
 from agent_engine.assembler.candidates import GatherLimits
 from agent_engine.assembler.conflicts import MarkedConflict
+from agent_engine.assembler.diversity import Diversity
 from agent_engine.assembler.package import (
     ContextPackage,
     Omission,
@@ -65,6 +66,7 @@ __all__ = [
     "DEFAULT_POLICIES",
     "DEFAULT_QUERY_BUILDER",
     "DEFAULT_SUMMARY_PROMPT",
+    "Diversity",
     "ExtractiveSummarizer",
     "FrequencyScorer",
     "GatherLimits",

@@ -8,6 +8,7 @@ import attrs
 
 from agent_engine.assembler.allocation import DEFAULT_SPILL_ORDER
 from agent_engine.assembler.candidates import GatherLimits
+from agent_engine.assembler.diversity import Diversity
 from agent_engine.assembler.render import Layout
 from agent_engine.assembler.rerank import RerankConfig
 from agent_engine.assembler.slo import SLOPolicy
@@ -38,7 +39,9 @@ class AssemblerConfig:
     summarize what a build leaves out for lack of room, in a share of its budget
     (:mod:`.summary`; ``None``, the default: no summary). ``rerank``: a reranker that reorders
     each tier's best candidates after fusion (:mod:`.rerank`; ``None``, the default: the
-    fused order).
+    fused order). ``diversity``: caps per session and per source on each tier's ranked
+    candidates, past which a session's (or source's) others wait until the rest were offered
+    (:mod:`.diversity`; ``None``, the default: no caps).
     """
 
     shares: TierShares = attrs.field(factory=TierShares)
@@ -55,6 +58,7 @@ class AssemblerConfig:
     stable_prefix: bool = False
     summary: SummaryConfig | None = None
     rerank: RerankConfig | None = None
+    diversity: Diversity | None = None
 
     def __attrs_post_init__(self) -> None:
         for name, value in (("head", self.head), ("tail", self.tail)):
@@ -67,6 +71,12 @@ class AssemblerConfig:
                 f"summary must be a SummaryConfig or None, got {type(self.summary).__name__}",
                 field="summary",
                 value=self.summary,
+            )
+        if self.diversity is not None and not isinstance(self.diversity, Diversity):
+            raise ValidationError(
+                f"diversity must be a Diversity or None, got {type(self.diversity).__name__}",
+                field="diversity",
+                value=self.diversity,
             )
         if self.rerank is not None and not isinstance(self.rerank, RerankConfig):
             raise ValidationError(

@@ -19,6 +19,7 @@ import attrs
 from agent_engine.assembler._build import Build
 from agent_engine.assembler._workers import search_pool
 from agent_engine.assembler.candidates import GatherLimits, gather
+from agent_engine.assembler.diversity import spread
 from agent_engine.assembler.package import Omission, OmissionReason, SelectionReason
 from agent_engine.assembler.packer import Entry
 from agent_engine.assembler.policies import Candidates
@@ -201,6 +202,8 @@ def _score(
     ranked, below = _threshold(rest, build.config.min_score if floor is None else floor)
     if build.config.rerank is not None:
         ranked = _reranked(build, build.config.rerank, ranked, scores)
+    if build.config.diversity is not None:
+        ranked = spread(ranked, build.config.diversity)
     return TierPlan(
         tier=tier,
         store=store,
