@@ -323,7 +323,8 @@ def _quality_arguments(parser: Any) -> None:
         "--ablations",
         action="store_true",
         help="quality: measure the default policy without each of its signals too "
-        "(rows hybrid-no-lexical, -dense, -neighbours, -names, -importance)",
+        "(rows hybrid-no-lexical, -dense, -neighbours, -names, -importance, "
+        "hybrid-fixed-weights)",
     )
     parser.add_argument(
         "--reranker",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,7 @@ from agent_engine import (
 )
 from agent_engine.assembler import Candidates, HybridScorer, RandomScorer, RRFScorer
 from agent_engine.assembler.candidates import GatherLimits, named_sources, strip_names
+from agent_engine.assembler.policies import lexical_coverage
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
 TASK = Task(id="t", project_id="p", user_id="u")
@@ -55,13 +57,16 @@ def ranking(assembler, policy, query=""):
     return list(scores(assembler, policy, query))
 
 
-def crafted(items, **signals):
-    """Candidates over items given as ``(id, item fields)``, with the given signals."""
+def crafted(items, query="q", **signals):
+    """Candidates over items given as ``(id, item fields)``, with the given signals.
+
+    An item's text is its id unless its fields say otherwise.
+    """
     pool = {
-        item_id: ContextItem(id=item_id, kind="turn", text=item_id, timestamp=NOW, **fields)
+        item_id: ContextItem(id=item_id, kind="turn", timestamp=NOW, **{"text": item_id, **fields})
         for item_id, fields in items
     }
-    return Candidates(tier=Tier.PROJECT, query="q", items=pool, now=NOW, **signals)
+    return Candidates(tier=Tier.PROJECT, query=query, items=pool, now=NOW, **signals)
 
 
 class TestImportance:
@@ -195,8 +200,43 @@ class TestHybrid:
             dense={"dense": 0.8, "lexical": 0.1, "none": 0.1},
             lexical={"lexical": 4.0, "dense": 0.0, "none": 0.0},
         )
-        fused = HybridScorer(importance_weight=0)(candidates)
+        fused = HybridScorer(importance_weight=0, lexical_confidence=False)(candidates)
         assert fused == pytest.approx({"dense": 0.6, "lexical": 0.4, "none": 0.0})
+
+    def test_lexical_weight_follows_how_much_of_the_query_its_best_matches_hold(self):
+        """Fixed weights let an incidental word win; adapted, the paraphrase wins."""
+        items = [
+            ("incidental", {"text": "we talked about the weather"}),
+            ("paraphrase", {"text": "a rough few days at the office"}),
+            ("other", {"text": "lunch"}),
+        ]
+        query = "did she feel low about work and the weather lately"
+        candidates = crafted(
+            items,
+            query=query,
+            dense={"incidental": 0.5, "paraphrase": 0.6, "other": 0.0},
+            lexical={"incidental": 3.0, "paraphrase": 0.0, "other": 0.0},
+        )
+        # One term of five (feel, low, work, weather, lately) is held: 0.4 becomes 0.08,
+        # and half of the 0.32 not earned goes to the dense weight (0.6 + 0.16).
+        assert lexical_coverage(candidates) == pytest.approx(1 / 5)
+        adapted = HybridScorer(importance_weight=0)
+        assert adapted._weights(candidates) == pytest.approx((0.08, 0.76))
+        fixed = HybridScorer(importance_weight=0, lexical_confidence=False)
+        assert max(fixed(candidates).items(), key=lambda kv: kv[1])[0] == "incidental"
+        assert max(adapted(candidates).items(), key=lambda kv: kv[1])[0] == "paraphrase"
+
+    def test_a_query_its_matches_hold_keeps_the_fixed_weights(self):
+        candidates = crafted(
+            [("hit", {"text": "deploy retries timeout"}), ("miss", {"text": "lunch"})],
+            query="deploy retries timeout",
+            dense={"hit": 0.5, "miss": 0.1},
+            lexical={"hit": 2.0, "miss": 0.0},
+        )
+        assert lexical_coverage(candidates) == 1.0
+        assert HybridScorer()._weights(candidates) == (0.4, 0.6)
+        stopwords_only = attrs.evolve(candidates, query="what is it")
+        assert lexical_coverage(stopwords_only) == 1.0
 
     def test_lexical_alone_without_an_embedder(self):
         """With no dense signal at all, BM25 carries the full weight."""
@@ -277,11 +317,16 @@ class TestHybrid:
         sources = data.draw(st.lists(st.sampled_from(["A", "B", ""]), min_size=n, max_size=n))
         named = frozenset(data.draw(st.sets(st.sampled_from(["A", "B"]))))
         importance = data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n))
+        vocabulary = ["deploy", "retry", "timeout", "cache"]
+        words = st.lists(st.sampled_from(vocabulary), min_size=1, max_size=3)
+        texts = [" ".join(data.draw(words)) for _ in ids]
+        query = " ".join(data.draw(words))
         candidates = crafted(
             [
-                (i, {"source": src, "importance": imp})
-                for i, src, imp in zip(ids, sources, importance, strict=True)
+                (i, {"source": src, "importance": imp, "text": text})
+                for i, src, imp, text in zip(ids, sources, importance, texts, strict=True)
             ],
+            query=query,
             lexical=lexical,
             dense=dense,
             neighbours=neighbours,
@@ -296,7 +341,16 @@ class TestHybrid:
             values = {i: signal.get(i, low) for i in ids}
             return {i: (v - low) / (high - low) if high > low else 0.0 for i, v in values.items()}
 
-        weights = (0.4, 0.6) if dense else (1.0, 0.0)
+        # The lexical weight: 0.4 times the share of the query's words held by the best of
+        # the three best lexical matches (scores above 0); half of the rest goes to dense.
+        asked = set(query.split())
+        best = sorted(lexical.items(), key=lambda hit: -hit[1])[:3]
+        held = [
+            len(asked & set(texts[ids.index(i)].split())) / len(asked) for i, v in best if v > 0
+        ]
+        coverage = max(held, default=0.0)
+        weights = (0.4 * coverage, 0.6 + 0.5 * (0.4 - 0.4 * coverage)) if lexical else (0.4, 0.6)
+        weights = weights if dense else (1.0, 0.0)
         base = {
             i: weights[0] * normalized(lexical)[i] + weights[1] * normalized(dense)[i] for i in ids
         }
