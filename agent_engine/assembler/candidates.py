@@ -38,6 +38,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import SearchHit
 from agent_engine.models import ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalMatches, Neighbourhoods
+from agent_engine.retrieval.names import APOSTROPHES, name_words, named
 from agent_engine.tiers.base import QueryVectors, TierStore
 from agent_engine.tiers.lexical import LexicalView
 from agent_engine.tiers.views import View
@@ -47,8 +48,6 @@ __all__ = ["GatherLimits", "QueryVectors", "gather"]
 OVERLAP_FROM = 2000
 """Items a tier needs before its vector search runs on a worker thread (handing it over and
 back costs about 0.1 ms, what searching and scoring a few hundred items cost)."""
-
-_NAME = re.compile(r"^[^\W\d_][\w'.-]*$")
 
 
 @attrs.frozen
@@ -82,22 +81,25 @@ class GatherLimits:
 
 
 def named_sources(query: str, sources: Iterable[str]) -> frozenset[str]:
-    """Known sources whose name appears as a word in ``query`` (case-insensitive)."""
-    found = set()
-    folded = query.lower()
-    for source in sources:
-        if source.lower() not in folded:  # cheap test first: most sources are not named
-            continue
-        if _NAME.match(source) and re.search(rf"\b{re.escape(source)}\b", query, re.IGNORECASE):
-            found.add(source)
-    return frozenset(found)
+    """Known sources ``query`` names, as whole words.
+
+    Tolerant of case, accents, first names and near spellings
+    (:mod:`agent_engine.retrieval.names`).
+    """
+    return named(query, sources)
 
 
-def strip_names(query: str, names: frozenset[str]) -> str:
-    """The query without the given names (and their possessive 's), for dense matching."""
-    for name in names:
-        query = re.sub(rf"\b{re.escape(name)}(?:'s)?\b", " ", query, flags=re.IGNORECASE)
+def strip_names(query: str, words: Iterable[str]) -> str:
+    """The query without the given words or names (and their possessive 's), for dense matching."""
+    for word in sorted(set(words), key=len, reverse=True):
+        bare = re.sub(rf"[{APOSTROPHES}]s$", "", word)
+        pattern = rf"(?<!\w){re.escape(bare)}(?:[{APOSTROPHES}]s)?(?!\w)"
+        query = re.sub(pattern, " ", query, flags=re.IGNORECASE)
     return " ".join(query.split())
+
+
+def _words_of(naming: Mapping[str, tuple[str, ...]]) -> list[str]:
+    return [word for words in naming.values() for word in words]
 
 
 def gather(
@@ -131,13 +133,14 @@ def gather(
     index = store.lexical() if needs_index else None  # one lookup for the whole gather
     if index is not None and not len(index):  # it indexes every item of the tier: none yet
         return Candidates(tier=store.tier, query=query, items={}, now=now), [], False
-    names = named_sources(query, index.sources()) if index is not None and query else frozenset()
+    naming = name_words(query, index.sources()) if index is not None and query else {}
+    names = frozenset(naming)
     lexical_work = LEXICAL in wanted and bool(query) and index is not None
     dense = None
     if DENSE in wanted:
         dense = _start_search(
             store,
-            strip_names(query, names) if policy.strip_sources else query,
+            strip_names(query, _words_of(naming)) if policy.strip_sources else query,
             limits.per_source,
             query_vectors if query_vectors is not None else {},
             # Handing a small tier's search to a worker costs more than the overlap saves.
