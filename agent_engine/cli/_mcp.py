@@ -50,6 +50,25 @@ def build_context_spec() -> ToolSpec:
             "properties": {
                 "query": {"type": "string", "minLength": 1, "description": "The step or question."},
                 "budget_tokens": {"type": "integer", "minimum": 64, "maximum": 200_000},
+                "kinds": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": 32,
+                    "description": "Only memories of these kinds (decision, convention, "
+                    "failure, pattern, preference, note, ...). Default: every kind.",
+                },
+                "tiers": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["task", "project", "global"]},
+                    "maxItems": 3,
+                    "description": "Only these tiers. Default: all three.",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 1000,
+                    "description": "At most this many memories.",
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -118,7 +137,13 @@ def mcp(
         call = ToolCall(name, arguments)
         try:
             checked = checked_arguments(build_context, arguments)
-            request = ContextRequest(budget_tokens=checked["budget_tokens"], query=checked["query"])
+            request = ContextRequest(
+                budget_tokens=checked["budget_tokens"],
+                query=checked["query"],
+                kinds=checked.get("kinds"),
+                tiers=checked.get("tiers"),
+                limit=checked.get("limit"),
+            )
             package = assembler.build_context(session, request)
         except AgentEngineError as error:
             return ToolResult.refused(call, error)

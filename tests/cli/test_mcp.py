@@ -64,6 +64,13 @@ def test_a_session_writes_searches_and_builds(tmp_path):
         assert _content(found)["results"][0]["id"] == _content(inserted)["id"]
         built = await session.call_tool("build_context", {"query": "how do refunds work"})
         assert "payments queue" in _content(built)["context"]
+        await session.call_tool("memory_insert", {"text": "Refunds log to audit", "kind": "note"})
+        notes = await session.call_tool(
+            "build_context",
+            {"query": "refunds", "kinds": ["note"], "tiers": ["project"], "limit": 5},
+        )
+        assert "Refunds log to audit" in _content(notes)["context"]
+        assert "payments queue" not in _content(notes)["context"]
         return _content(inserted)["id"]
 
     item_id = anyio.run(_session, _server(db), work)
@@ -81,6 +88,8 @@ def test_bad_calls_are_tool_errors_and_the_server_goes_on(tmp_path):
             ("memory_search", {"query": "x", "limit": "many"}, "limit"),
             ("memory_forget", {"id": "project:other/nope"}, None),
             ("build_context", {"query": "x", "budget_tokens": -5}, "budget_tokens"),
+            ("build_context", {"query": "x", "tiers": ["team"]}, "tiers"),
+            ("build_context", {"query": "x", "limit": 0}, "limit"),
             ("memory_everything", {"a": 1}, "name"),
         ]:
             result = await session.call_tool(name, arguments)
