@@ -223,8 +223,8 @@ def _reranked(
     """``ranked`` (best first) with its ``config.top`` best in the reranker's order.
 
     Their scores are dealt out again in that order, in ``scores`` too, so the plan reports
-    what the entries carry. A reranker that fails leaves the fused
-    order, logged (raised when the build is strict).
+    what the entries carry. A reranker that fails leaves the fused order, logged (raised
+    when the build is strict).
     """
     top = ranked[: config.top]
     if len(top) < 2:  # noqa: PLR2004 - nothing to reorder
