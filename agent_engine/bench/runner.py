@@ -85,7 +85,22 @@ class SuiteOptions:
     query: QueryBenchConfig = attrs.field(factory=QueryBenchConfig)
     prefix: PrefixBenchConfig = attrs.field(factory=PrefixBenchConfig)
     loop: LoopBenchConfig = attrs.field(factory=LoopBenchConfig)
+    reranker: Path | None = None
+    """quality: a CrossEncoder model folder to measure every policy reranked by too."""
+    rerank_top: int = DEFAULT_RERANK_TOP
     processes: ProcessesConfig = attrs.field(factory=ProcessesConfig)
+
+
+def _reranking(options: SuiteOptions) -> QualityConfig:
+    """The quality part's settings, with the reranker loaded when one was named.
+
+    Loaded here, when the part runs, not when the options are read: a model takes seconds to
+    load, and a path is only checked once it is needed.
+    """
+    if options.reranker is None:
+        return options.quality
+    reranker = CrossEncoderReranker(options.reranker)
+    return attrs.evolve(options.quality, rerank=RerankConfig(reranker, top=options.rerank_top))
 
 
 def _embedder(name: str) -> Embedder:
@@ -184,7 +199,7 @@ def _conversation_parts(
         total = sum(len(c.questions) for c in conversations)
         advance = progress("quality (questions)", total) if progress else None
         results["quality"] = run_quality(
-            conversations, embedder, counter=counter, config=options.quality, progress=advance
+            conversations, embedder, counter=counter, config=_reranking(options), progress=advance
         )
     if "query" in options.parts:
         conversations = [c for c in locomo.load(options.data) if c.index in options.conversations]
@@ -227,13 +242,6 @@ def _write_path(options: SuiteOptions) -> dict[str, Any]:
             locomo.load(options.data), lambda: _embedder(name), options.ingest
         )
     return results
-
-
-def _rerank(args: Any) -> RerankConfig | None:
-    """The reranker the quality part measures beside each policy (``None``: none)."""
-    if args.reranker is None:
-        return None
-    return RerankConfig(CrossEncoderReranker(args.reranker), top=args.rerank_top)
 
 
 def _summary(args: Any) -> SummaryConfig | None:
@@ -512,7 +520,6 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             stable_prefix=args.stable_prefix,
             drop_archive=args.drop_archive,
             summary=_summary(args),
-            rerank=_rerank(args),
             ablations=args.ablations,
         ),
         sizes=parse_ints(args.sizes),
@@ -533,6 +540,8 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         ),
         redaction=RedactionBenchConfig(per_kind=args.secrets_per_kind),
         ingest=IngestBenchConfig(texts=args.ingest_texts),
+        reranker=args.reranker,
+        rerank_top=args.rerank_top,
         loop=LoopBenchConfig(reads_on=loop_backends, **_given(items=args.items, builds=args.steps)),
         processes=ProcessesConfig(
             store=args.store,
