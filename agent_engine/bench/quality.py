@@ -165,15 +165,15 @@ ABLATIONS: Mapping[str, Callable[[Policy], Policy]] = {
     ),
     "hybrid-no-names": _without("hybrid-no-names", strip=False, source_boost=0.0),
     "hybrid-no-importance": _without("hybrid-no-importance", importance_weight=0.0),
-    "hybrid-fixed-weights": _without("hybrid-fixed-weights", lexical_confidence=False),
+    "hybrid-adaptive": _without("hybrid-adaptive", lexical_confidence=True),
 }
 """Each of the default policy's signals taken out, one at a time: what each contributes.
 
 ``-lexical`` and ``-dense`` drop the signal's search as well as its weight (no candidates
 from it), ``-neighbours`` the session neighbours and the smoothing over them, ``-names`` the
 boost of a source the question names (and the stripping of its name from the dense query),
-``-importance`` the importance prior; ``-fixed-weights`` keeps the lexical and dense
-weights fixed whatever the query (no adaptive fusion)."""
+``-importance`` the importance prior; and one row adds a signal: ``-adaptive`` scales the
+lexical weight to the query (``HybridScorer(lexical_confidence=True)``)."""
 
 
 def with_ablations(policies: Mapping[str, Policy]) -> dict[str, Policy]:

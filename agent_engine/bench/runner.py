@@ -331,8 +331,8 @@ def _quality_arguments(parser: Any) -> None:
         "--ablations",
         action="store_true",
         help="quality: measure the default policy without each of its signals too "
-        "(rows hybrid-no-lexical, -dense, -neighbours, -names, -importance, "
-        "hybrid-fixed-weights)",
+        "(rows hybrid-no-lexical, -dense, -neighbours, -names, -importance), and with "
+        "the adaptive fusion (hybrid-adaptive)",
     )
     parser.add_argument(
         "--reranker",

@@ -220,7 +220,7 @@ class TestHybrid:
         # One term of five (feel, low, work, weather, lately) is held: 0.4 becomes 0.08,
         # and half of the 0.32 not earned goes to the dense weight (0.6 + 0.16).
         assert lexical_coverage(candidates) == pytest.approx(1 / 5)
-        adapted = HybridScorer(importance_weight=0)
+        adapted = HybridScorer(importance_weight=0, lexical_confidence=True)
         assert adapted._weights(candidates) == pytest.approx((0.08, 0.76))
         fixed = HybridScorer(importance_weight=0, lexical_confidence=False)
         assert max(fixed(candidates).items(), key=lambda kv: kv[1])[0] == "incidental"
@@ -234,7 +234,7 @@ class TestHybrid:
             lexical={"hit": 2.0, "miss": 0.0},
         )
         assert lexical_coverage(candidates) == 1.0
-        assert HybridScorer()._weights(candidates) == (0.4, 0.6)
+        assert HybridScorer(lexical_confidence=True)._weights(candidates) == (0.4, 0.6)
         stopwords_only = attrs.evolve(candidates, query="what is it")
         assert lexical_coverage(stopwords_only) == 1.0
 
@@ -332,7 +332,7 @@ class TestHybrid:
             neighbours=neighbours,
             named_sources=named,
         )
-        scorer = HybridScorer(recency_weight=0.05, frequency_weight=0.02)
+        scorer = HybridScorer(recency_weight=0.05, frequency_weight=0.02, lexical_confidence=True)
 
         def normalized(signal):
             if not signal:

@@ -269,11 +269,11 @@ class TestAblationRows:
         assert policies["hybrid-no-neighbours"].scorer.smoothing == 0.0
         assert policies["hybrid-no-names"].strip_sources is False
         assert policies["hybrid-no-importance"].scorer.importance_weight == 0.0
-        assert policies["hybrid-fixed-weights"].scorer.lexical_confidence is False
+        assert policies["hybrid-adaptive"].scorer.lexical_confidence is True
         # The default policy itself is untouched.
         assert hybrid.scorer.lexical_weight > 0
         assert hybrid.scorer.smoothing > 0
-        assert hybrid.scorer.lexical_confidence is True
+        assert hybrid.scorer.lexical_confidence is False
         assert hybrid.sources == frozenset({DENSE, LEXICAL, NEIGHBOURS})
 
     def test_the_rows(self, data):
