@@ -16,6 +16,7 @@ the query's words that named, so a dense query can be stripped of them.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -48,7 +49,7 @@ def name_words(query: str, sources: Iterable[str]) -> Mapping[str, tuple[str, ..
     capital = [bare[:1].isupper() for _, bare in words]
     found: dict[str, tuple[str, ...]] = {}
     for source in sources:
-        parts = [fold(part) for part in _WORD.findall(source)]
+        parts = _folded_words(source)
         if not parts:
             continue
         spans = _spans(parts, folded, capital)
@@ -57,11 +58,19 @@ def name_words(query: str, sources: Iterable[str]) -> Mapping[str, tuple[str, ..
     return found
 
 
-def _spans(parts: list[str], folded: list[str], capital: list[bool]) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=4096)
+def _folded_words(source: str) -> tuple[str, ...]:
+    """A source's words, folded: the same few sources are asked about on every build."""
+    return tuple(fold(part) for part in _WORD.findall(source))
+
+
+def _spans(parts: tuple[str, ...], folded: list[str], capital: list[bool]) -> list[tuple[int, int]]:
     """Where the query's words name a source of these (folded) words."""
     size = len(parts)
     whole = [
-        (at, at + size) for at in range(len(folded) - size + 1) if folded[at : at + size] == parts
+        (at, at + size)
+        for at in range(len(folded) - size + 1)
+        if tuple(folded[at : at + size]) == parts
     ]
     if whole:
         return whole
