@@ -3,8 +3,9 @@
 Besides the backends the top-level package re-exports, this is where a custom backend finds
 its parts: :class:`BaseBackend` to subclass, the :class:`Written` and :class:`SearchHit`
 values its primitives and searches return, the journal it keeps
-(:class:`AuditStore`, :class:`InMemoryAuditStore`) and the conflicts it keeps beside its items
-(:class:`ConflictStore`, :class:`InMemoryConflictStore`), and the registry it joins
+(:class:`AuditStore`, :class:`InMemoryAuditStore`), the conflicts it keeps beside its items
+(:class:`ConflictStore`, :class:`InMemoryConflictStore`), the aliases users edit
+(:class:`AliasStore`, :class:`InMemoryAliasStore`), and the registry it joins
 (:func:`register_backend`) so the CLI opens it by URL and the cost benchmark measures it.
 The conformance suite that checks it is
 :class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` and ``RedisBackend``
@@ -19,6 +20,7 @@ store keeps its items in an :class:`~agent_engine.memory.inmemory.InMemoryBacken
 import typing as _typing
 
 from agent_engine import _lazy
+from agent_engine.memory.aliases import AliasStore, InMemoryAliasStore
 from agent_engine.memory.audit import AuditStore, InMemoryAuditStore
 from agent_engine.memory.backend import (
     AsyncReads,
@@ -63,6 +65,7 @@ else:
     )
 
 __all__ = [
+    "AliasStore",
     "AsyncReads",
     "AuditStore",
     "Backend",
@@ -74,6 +77,7 @@ __all__ = [
     "ConflictType",
     "CopyReport",
     "FaissBackend",
+    "InMemoryAliasStore",
     "InMemoryAuditStore",
     "InMemoryBackend",
     "InMemoryConflictStore",

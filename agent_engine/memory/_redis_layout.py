@@ -12,6 +12,8 @@ Per store:
 * ``a:<namespace>``: the namespace's audit events by id; ``c:<namespace>``: its conflicts
   by id; ``x:<namespace>``: the conflicts of other namespaces that name one of its items;
 * ``v:<namespace>``: the change counter of each of the namespace's tiers;
+* ``l:<namespace>``: the namespace's aliases, each term's expansions as a JSON list, and
+  ``aliased``: the namespaces that hold any (user-edited words: no expiry takes them);
 * ``namespaces``: every live namespace, scored by when it expires (an unscoped read visits
   each; writes drop the names whose time is long past);
 * ``meta``: the recorded embedder and a re-embedding under way.
@@ -120,6 +122,15 @@ class Keys:
     def versions(self, namespace: str) -> str:
         """The hash of a namespace's change counters, by tier."""
         return f"{self.prefix}v:{namespace}"
+
+    def aliases(self, namespace: str) -> str:
+        """The hash of a namespace's aliases (term: JSON list of expansions)."""
+        return f"{self.prefix}l:{namespace}"
+
+    @property
+    def aliased(self) -> str:
+        """The set of namespaces that hold aliases."""
+        return f"{self.prefix}aliased"
 
     @property
     def namespaces(self) -> str:

@@ -52,6 +52,7 @@ from agent_engine.filters import (
     parse_filter,
     parse_order,
 )
+from agent_engine.memory.aliases import AliasStore
 from agent_engine.memory.audit import (
     ERASED_PREFIX,
     AuditStore,
@@ -175,6 +176,11 @@ class MemoryBackend(Protocol):
     @property
     def conflicts(self) -> ConflictStore:
         """The conflicts recorded between this backend's items (removed with the items)."""
+        ...
+
+    @property
+    def aliases(self) -> AliasStore:
+        """Each namespace's aliases, which the user edits (kept with the items)."""
         ...
 
     @property
@@ -366,9 +372,10 @@ class BaseBackend(abc.ABC):
     stores). Write primitives report what they did as :class:`Written`; a store that other
     processes may write also keeps change counters (:meth:`_scope_versions`) and returns the
     ones each write committed. The constructor sets ``_audit_store``, the journal kept with
-    the items (see :attr:`audit`), and ``_conflict_store``, the conflicts recorded between
-    them (see :attr:`conflicts`). :meth:`reembed` needs three more steps (``_reembed_begin``,
-    ``_reembed_write``, ``_reembed_finish``), which a backend implements to support it.
+    the items (see :attr:`audit`), ``_conflict_store``, the conflicts recorded between
+    them (see :attr:`conflicts`), and ``_alias_store``, the aliases (see :attr:`aliases`).
+    :meth:`reembed` needs three more steps (``_reembed_begin``, ``_reembed_write``,
+    ``_reembed_finish``), which a backend implements to support it.
     """
 
     embedder: Embedder | None = None
@@ -377,6 +384,7 @@ class BaseBackend(abc.ABC):
     """The vector dimension when there is no embedder (``None``: not fixed)."""
     _audit_store: AuditStore | None = None
     _conflict_store: ConflictStore | None = None
+    _alias_store: AliasStore | None = None
 
     @property
     def audit(self) -> AuditStore:
@@ -416,6 +424,24 @@ class BaseBackend(abc.ABC):
                 backend=type(self).__name__,
             )
         return self._conflict_store
+
+    @property
+    def aliases(self) -> AliasStore:
+        """Each namespace's aliases (``_alias_store``), kept where the items are.
+
+        A backend whose items live only in the process sets an
+        :class:`~agent_engine.memory.aliases.InMemoryAliasStore`; a persistent one, a store
+        it persists with its items. A backend that set none raises
+        :class:`~agent_engine.errors.BackendError`.
+        """
+        if self._alias_store is None:
+            raise BackendError(
+                f"{type(self).__name__} keeps no alias store: a backend must set "
+                "_alias_store to the aliases kept with its items (InMemoryAliasStore for "
+                "items that live only in the process)",
+                backend=type(self).__name__,
+            )
+        return self._alias_store
 
     # ------------------------------------------------------------------ primitives
 

@@ -62,6 +62,7 @@ from agent_engine.memory._vector_rows import (
     remove_stale_temps,
 )
 from agent_engine.memory._vector_search import Approximate, search_rows
+from agent_engine.memory.aliases import AliasStore
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_BATCH,
@@ -184,6 +185,11 @@ class FaissBackend(BaseBackend):
     def conflicts(self) -> ConflictStore:
         """The record store's conflicts: kept, and removed, with the items they name."""
         return self.store.conflicts
+
+    @property
+    def aliases(self) -> AliasStore:
+        """The record store's aliases: they persist where the items do."""
+        return self.store.aliases
 
     # ------------------------------------------------------------------ opening & saving
 

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from agent_engine.embeddings import Embedder, EmbedderIdentity, Matrix, normalize_rows
 from agent_engine.errors import BackendUnavailableError, DuplicateItemError, ItemNotFoundError
 from agent_engine.filters import Condition, Filter, Op, Order
+from agent_engine.memory.aliases import InMemoryAliasStore
 from agent_engine.memory.audit import InMemoryAuditStore
 from agent_engine.memory.backend import (
     REEMBED_BATCH,
@@ -62,6 +63,7 @@ class InMemoryBackend(BaseBackend):
         self._staged: tuple[dict[str, ContextItem], _VectorIndex] | None = None
         self._audit_store = InMemoryAuditStore()
         self._conflict_store = self._conflicts = InMemoryConflictStore(self._held, self._lock)
+        self._alias_store = InMemoryAliasStore(self._lock)
         # Ids by value of the fields exact lookups name (see _INDEXED), so such a query
         # scans the few items of that value, not the store.
         self._indexes: dict[str, dict[str, dict[str, None]]] = {f: {} for f in _INDEXED}

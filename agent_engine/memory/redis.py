@@ -40,6 +40,7 @@ from agent_engine.errors import (
     ValidationError,
 )
 from agent_engine.filters import Filter, Op, Order
+from agent_engine.memory._redis_aliases import RedisAliasStore
 from agent_engine.memory._redis_journal import Queue, RedisAuditStore, RedisConflictStore
 from agent_engine.memory._redis_layout import (
     NAME,
@@ -169,6 +170,7 @@ class RedisBackend(BaseBackend):
         self._conflict_store = self._conflicts = RedisConflictStore(
             self._runner, self._keys, self._ttl_ms
         )
+        self._alias_store = RedisAliasStore(self._runner, self._keys)
         try:
             meta = self._runner.read(self._read_meta)
             if meta.reembedding is not None:

@@ -1606,6 +1606,107 @@ class BackendConformance:
         assert filled.conflicts.get(also.id) is None
         assert filled.conflicts.of_scope("ns-0", Tier.PROJECT, include_resolved=True) == [kept]
 
+    # ------------------------------------------------------------------ aliases
+
+    def test_aliases_round_trip(self, backend: MemoryBackend) -> None:
+        """A term's expansions come back sorted; its case and accents are one term.
+
+        If this fails, check that the term is stored by its key (``term_key``) and the
+        expansions as written, spaces collapsed.
+        """
+        store = backend.aliases
+        assert store.add("ns-0", "Mel", ["Melanie  Smith", "mel s."]) == ("mel s.", "Melanie Smith")
+        assert store.add("ns-0", "MÉL", ["Mellie", "Melanie Smith"]) == (
+            "mel s.",
+            "Melanie Smith",
+            "Mellie",
+        )
+        store.add("ns-0", "k8s", ["kubernetes"])
+        assert store.of_namespace("ns-0") == {
+            "k8s": ("kubernetes",),
+            "mel": ("mel s.", "Melanie Smith", "Mellie"),
+        }
+        assert store.of_namespace("ns-9") == {}
+        assert store.namespaces() == ["ns-0"]
+
+    def test_aliases_stay_in_their_namespace(self, backend: MemoryBackend) -> None:
+        """One namespace's aliases never show in, or change, another's."""
+        store = backend.aliases
+        store.add("ns-0", "auth", ["authentication"])
+        store.add("ns-1", "auth", ["authorization"])
+        assert store.of_namespace("ns-0") == {"auth": ("authentication",)}
+        assert store.of_namespace("ns-1") == {"auth": ("authorization",)}
+        assert store.remove("ns-1", "auth") == 1
+        assert store.of_namespace("ns-0") == {"auth": ("authentication",)}
+        assert store.namespaces() == ["ns-0"]
+
+    def test_aliases_remove(self, backend: MemoryBackend) -> None:
+        """Removing takes the given expansions (all, with none given) and says how many."""
+        store = backend.aliases
+        store.add("ns-0", "db", ["database", "postgres", "sqlite"])
+        store.add("ns-0", "api", ["interface"])
+        assert store.remove("ns-0", "DB", ["postgres", "mysql"]) == 1
+        assert store.of_namespace("ns-0")["db"] == ("database", "sqlite")
+        assert store.remove("ns-0", "db") == 2
+        assert store.remove("ns-0", "db") == 0
+        assert store.remove("ns-0", "nothing", ["x"]) == 0
+        assert store.of_namespace("ns-0") == {"api": ("interface",)}
+        assert store.remove("ns-0", "api", ["interface"]) == 1
+        assert store.of_namespace("ns-0") == {}
+        assert store.namespaces() == []
+
+    def test_aliases_outlive_the_items(self, filled: MemoryBackend) -> None:
+        """Aliases are the user's words, not memory: clearing a namespace's items keeps them."""
+        filled.aliases.add("ns-0", "Mel", ["Melanie"])
+        filled.clear({"namespace": "ns-0"})
+        filled.erase(["item-00001"])
+        assert filled.aliases.of_namespace("ns-0") == {"mel": ("Melanie",)}
+
+    def test_aliases_limits(self, backend: MemoryBackend) -> None:
+        """An add past a limit is refused whole: nothing of it is stored."""
+        from agent_engine.memory.aliases import MAX_EXPANSIONS, MAX_TERMS  # noqa: PLC0415
+
+        store = backend.aliases
+        many = [f"word{n}" for n in range(MAX_EXPANSIONS)]
+        store.add("ns-0", "t", many[:-1])
+        with pytest.raises(ValidationError) as info:
+            store.add("ns-0", "t", [*many[-1:], "one more"])
+        assert info.value.field == "expansions"
+        assert len(store.of_namespace("ns-0")["t"]) == MAX_EXPANSIONS - 1
+        for n in range(1, MAX_TERMS):
+            store.add("ns-1", f"term{n}", ["x"])
+        store.add("ns-1", "t", ["y"])
+        with pytest.raises(ValidationError) as info:
+            store.add("ns-1", "another", ["z"])
+        assert info.value.field == "term"
+        store.add("ns-1", "t", ["z"])  # a term already held may still grow
+        assert len(store.of_namespace("ns-1")) == MAX_TERMS
+
+    @pytest.mark.parametrize(
+        ("namespace", "term", "expansions", "field"),
+        [
+            pytest.param("ns-0", 7, ["x"], "term", id="term-not-text"),
+            pytest.param("ns-0", " ... ", ["x"], "term", id="term-without-a-word"),
+            pytest.param("ns-0", "t" * 201, ["x"], "term", id="term-too-long"),
+            pytest.param("ns-0", "db", "database", "expansions", id="one-string"),
+            pytest.param("ns-0", "db", [], "expansions", id="no-expansion"),
+            pytest.param("ns-0", "db", ["DB"], "expansions", id="the-term-itself"),
+            pytest.param("ns-0", "db", ["--"], "expansions", id="expansion-without-a-word"),
+            pytest.param("ns-0", "db", [None], "expansions", id="expansion-not-text"),
+            pytest.param("", "db", ["database"], "namespace", id="empty-namespace"),
+            pytest.param(None, "db", ["database"], "namespace", id="no-namespace"),
+        ],
+    )
+    def test_aliases_refuse_bad_input(
+        self, backend: MemoryBackend, namespace: Any, term: Any, expansions: Any, field: str
+    ) -> None:
+        """Bad arguments raise a ValidationError naming the field, and change nothing."""
+        backend.aliases.add("ns-0", "db", ["database"])
+        with pytest.raises(ValidationError) as info:
+            backend.aliases.add(namespace, term, expansions)
+        assert info.value.field == field
+        assert backend.aliases.of_namespace("ns-0") == {"db": ("database",)}
+
     # ------------------------------------------------------------------ properties
 
     @settings(

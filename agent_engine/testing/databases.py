@@ -127,6 +127,7 @@ def sql_delete_all(url: str) -> None:
     try:
         with engine.begin() as connection:
             for table in (
+                "ae_aliases",
                 "ae_conflicts",
                 "ae_item_tags",
                 "ae_items",

@@ -89,6 +89,29 @@ BROKEN = textwrap.dedent(
             return super().query(filters, limit, order_by)
 
 
+    class SharedAliases(InMemoryBackend):
+        # Keeps every namespace's aliases in one map: projects see each other's words.
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            inner = self._alias_store
+
+            class OneMap:
+                def add(self, namespace, term, expansions):
+                    return inner.add("all", term, expansions)
+
+                def remove(self, namespace, term, expansions=None):
+                    return inner.remove("all", term, expansions)
+
+                def of_namespace(self, namespace):
+                    return inner.of_namespace("all")
+
+                def namespaces(self):
+                    return inner.namespaces()
+
+            self._alias_store = OneMap()
+
+
     def _suite(backend_cls):
         class Suite(BackendConformance):
             @pytest.fixture
@@ -107,6 +130,7 @@ BROKEN = textwrap.dedent(
     TestTiesFollowDirection = _suite(TiesFollowDirection)
     TestFlipsLegacyEarly = _suite(FlipsLegacyEarly)
     TestKeepsOldMinus = _suite(KeepsOldMinus)
+    TestSharedAliases = _suite(SharedAliases)
     """
 )
 
@@ -120,6 +144,7 @@ EXPECTED_CATCHES = {
     "TestTiesFollowDirection": ["test_ties_break_by_id"],
     "TestFlipsLegacyEarly": ["test_bare_field_is_deprecated_and_still_descending"],
     "TestKeepsOldMinus": ["test_minus_sorts_descending"],
+    "TestSharedAliases": ["test_aliases_stay_in_their_namespace"],
 }
 
 

@@ -29,6 +29,8 @@ and so a re-sent event (same tier, namespace and idempotency key) is taken once.
 ``ae_ingest_dead`` holds what could not be stored, with the reason: events that failed too
 often or were refused, and lines of a backfill that were no event at all.
 
+``ae_aliases`` holds each namespace's aliases (:mod:`agent_engine.memory.aliases`), a row per
+term and expansion: user-edited words, not memory, so no item's removal touches them.
 ``ae_conflicts`` holds the conflicts recorded between items of one scope
 (:mod:`agent_engine.memory.conflicts`). Both items are foreign keys that cascade, so whatever
 deletes an item (a delete, a clear, an erase) removes its conflicts in the same statement.
@@ -40,10 +42,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent_engine.memory.aliases import MAX_ALIAS_LENGTH
 from agent_engine.memory.sql._rows import item_columns, text_type
 from agent_engine.models import MAX_ITEM_ID_LENGTH
 
 __all__ = [
+    "aliases",
     "audit_events",
     "changes",
     "conflicts",
@@ -250,6 +254,14 @@ sa.Index(
 )
 sa.Index("ix_ae_conflicts_item_a", conflicts.c.item_a)
 sa.Index("ix_ae_conflicts_item_b", conflicts.c.item_b)
+
+aliases = sa.Table(
+    "ae_aliases",
+    metadata,
+    sa.Column("namespace", text_type(255), primary_key=True),
+    sa.Column("term", text_type(MAX_ALIAS_LENGTH), primary_key=True),
+    sa.Column("expansion", text_type(MAX_ALIAS_LENGTH), primary_key=True),
+)
 
 ingest_queue = sa.Table(
     "ae_ingest_queue",

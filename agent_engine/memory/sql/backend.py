@@ -47,6 +47,7 @@ from agent_engine.errors import (
 )
 from agent_engine.filters import Filter, Order
 from agent_engine.memory._vector_search import search_rows
+from agent_engine.memory.aliases import AliasStore
 from agent_engine.memory.audit import AuditStore
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
@@ -66,6 +67,7 @@ from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.queue import QueueStore
 from agent_engine.memory.sql import _pgvector
 from agent_engine.memory.sql import _snapshots as snapshots
+from agent_engine.memory.sql._aliases import SQLAliasStore
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
 from agent_engine.memory.sql._changes import forget as forget_changes
 from agent_engine.memory.sql._conflicts import SQLConflictStore
@@ -213,6 +215,7 @@ class SQLAlchemyBackend(BaseBackend):
             raise
         self._audit_store: AuditStore = SQLAuditStore(self._read, self._write)
         self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
+        self._alias_store: AliasStore = SQLAliasStore(self._read, self._write)
         self._queue_store = SQLQueueStore(self._read, self._write)
         self._files = self._index_files(index_path) if indexed else None
         wanted = next((f for f in (fulltext, from_url) if f is not None), False)
