@@ -103,6 +103,9 @@ class AsyncProjectMemoryStore(AsyncTierStore[ProjectMemoryStore]):
     add_pattern = twin(ProjectMemoryStore.add_pattern)
     add_preference = twin(ProjectMemoryStore.add_preference)
     query_decisions = twin(ProjectMemoryStore.query_decisions)
+    aliases = twin(ProjectMemoryStore.aliases)
+    add_alias = twin(ProjectMemoryStore.add_alias)
+    remove_alias = twin(ProjectMemoryStore.remove_alias)
     evict = twin(ProjectMemoryStore.evict)
 
 

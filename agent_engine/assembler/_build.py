@@ -22,6 +22,7 @@ from agent_engine.assembler.candidates import QueryVectors
 from agent_engine.assembler.config import AssemblerConfig
 from agent_engine.assembler.policies import Policy
 from agent_engine.models import ContextRequest, Task, Tier
+from agent_engine.retrieval.aliases import NO_ALIASES, Aliases
 from agent_engine.tiers.base import TierStore
 
 __all__ = ["Build"]
@@ -48,6 +49,8 @@ class Build:
     log: Any
     query: str
     query_vectors: QueryVectors = attrs.field(factory=dict)
+    aliases: Aliases = NO_ALIASES
+    """The project's aliases, read once for the build (:mod:`agent_engine.retrieval.aliases`)."""
     degraded: bool = False
     """Whether the SLO guard made this build gather less (:mod:`.slo`)."""
     started: float = attrs.field(factory=time.perf_counter)

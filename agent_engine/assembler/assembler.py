@@ -58,6 +58,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.models import ContextItem, ContextRequest, Task, Tier, utcnow
+from agent_engine.retrieval.aliases import NO_ALIASES, Aliases
 from agent_engine.tiers.base import TierStore, by_backend, record_access
 from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import GlobalMemoryStore
@@ -225,6 +226,8 @@ class ContextAssembler:
         log = get_logger(task=task.id, project=task.project_id, policy=policy.name)
         stores = self.stores.for_task(task)
         reads = FailOpen(strict=strict, log=log)
+        # The query builder reads the task's last steps whichever tiers are on.
+        query = self._query(request.query or task.description, stores[Tier.TASK], reads)
         return Build(
             task=task,
             request=request,
@@ -235,8 +238,8 @@ class ContextAssembler:
             now=self.clock(),
             reads=reads,
             log=log,
-            # The query builder reads the task's last steps whichever tiers are on.
-            query=self._query(request.query or task.description, stores[Tier.TASK], reads),
+            query=query,
+            aliases=_read_aliases(stores, reads) if query and budget.tiers else NO_ALIASES,
             degraded=degraded,
             phases=phases,
         )
@@ -425,3 +428,16 @@ def _stores(
             stacklevel=3,
         )
     return MemoryStores(stores, clock=clock or utcnow, **tier_settings)  # type: ignore[arg-type]
+
+
+def _read_aliases(stores: Mapping[Tier, TierStore], reads: FailOpen) -> Aliases:
+    """The project's aliases, read once for the build: every tier's gather uses them.
+
+    A project names its people and terms for all of its memory: a task's steps and the
+    user's global memory speak of them too.
+    """
+    project = stores.get(Tier.PROJECT)
+    if not isinstance(project, ProjectMemoryStore):
+        return NO_ALIASES
+    found = reads.run((Tier.PROJECT,), "aliases", project.aliases)
+    return found if found is not None else NO_ALIASES

@@ -37,6 +37,7 @@ from agent_engine.assembler.policies import (
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import SearchHit
 from agent_engine.models import ContextItem, Vector
+from agent_engine.retrieval.aliases import NO_ALIASES, Aliases
 from agent_engine.retrieval.lexical import LexicalMatches, Neighbourhoods
 from agent_engine.retrieval.names import APOSTROPHES, name_words, named
 from agent_engine.tiers.base import QueryVectors, TierStore
@@ -98,6 +99,15 @@ def strip_names(query: str, words: Iterable[str]) -> str:
     return " ".join(query.split())
 
 
+def _naming(query: str, sources: Iterable[str], aliases: Aliases) -> Mapping[str, tuple[str, ...]]:
+    """The sources the query names, directly or through an alias, with the words that name."""
+    known = list(sources)
+    naming = dict(name_words(query, known))
+    for source, words in aliases.naming(query, known).items():
+        naming[source] = tuple(dict.fromkeys(naming.get(source, ()) + words))
+    return naming
+
+
 def _words_of(naming: Mapping[str, tuple[str, ...]]) -> list[str]:
     return [word for words in naming.values() for word in words]
 
@@ -113,6 +123,7 @@ def gather(
     read_pinned: bool = True,
     query_vectors: QueryVectors | None = None,
     background: Executor | None = None,
+    aliases: Aliases = NO_ALIASES,
 ) -> tuple[Candidates, list[ContextItem], bool]:
     """Collect the candidates of ``store`` with their signals, and its pinned items.
 
@@ -133,7 +144,7 @@ def gather(
     index = store.lexical() if needs_index else None  # one lookup for the whole gather
     if index is not None and not len(index):  # it indexes every item of the tier: none yet
         return Candidates(tier=store.tier, query=query, items={}, now=now), [], False
-    naming = name_words(query, index.sources()) if index is not None and query else {}
+    naming = _naming(query, index.sources(), aliases) if index is not None and query else {}
     names = frozenset(naming)
     lexical_work = LEXICAL in wanted and bool(query) and index is not None
     dense = None
@@ -147,7 +158,9 @@ def gather(
             background if lexical_work and len(index or ()) >= OVERLAP_FROM else None,
         )
     gathering = _Gathering(store, wanted, limits, known or {}, index)
-    found = gathering.while_searching(query if lexical_work else "", dense, read_pinned)
+    found = gathering.while_searching(
+        aliases.expand(query) if lexical_work else "", dense, read_pinned
+    )
     items = gathering.pool(found)
     candidates = Candidates(
         tier=store.tier,

@@ -33,9 +33,10 @@ __all__ = [
     "TierUsage",
 ]
 
-FailurePhase = Literal["history", "gather", "widen", "access", "conflicts"]
+FailurePhase = Literal["history", "aliases", "gather", "widen", "access", "conflicts"]
 """When a tier's backend failed: ``history`` (reading the task's last items for the query
-builder: the query was built without them), ``gather`` (the first read of its candidates:
+builder: the query was built without them), ``aliases`` (reading the project's aliases:
+the build matched the query as written), ``gather`` (the first read of its candidates:
 the tier has no items in the package), ``widen`` (a wider second gather: the tier keeps what
 its first gather found), ``access`` (recording the accesses of its chosen items: they are in
 the package), ``conflicts`` (reading its open conflicts: its items are in the package,

@@ -111,6 +111,7 @@ def _gather(
         read_pinned=wider_than is None,
         query_vectors=build.query_vectors,
         background=search_pool() if config.overlap_searches else None,
+        aliases=build.aliases,
     )
     everything = {**candidates.items, **{item.id: item for item in pinned + head + tail}}
     wanted = _wanted(build.request)

@@ -1,4 +1,5 @@
-"""Text components: lexical analysis, BM25 over sessions, score fusion, contradiction cues.
+"""Text components: lexical analysis, BM25 over sessions, score fusion, contradiction cues,
+a project's aliases.
 
 The assembler composes the rankers, and stores can check a new item against old ones with
 :func:`contradicts`. They are public for custom scorers and backends (a backend's
@@ -6,12 +7,14 @@ The assembler composes the rankers, and stores can check a new item against old 
 one implementation), not re-exported at the top level.
 """
 
+from agent_engine.retrieval.aliases import Aliases
 from agent_engine.retrieval.bm25 import LexicalIndex
 from agent_engine.retrieval.contradiction import MIN_OVERLAP, Contradiction, contradicts
 from agent_engine.retrieval.fusion import minmax_fusion, rrf
 from agent_engine.retrieval.lexical import LexicalMatches, LexicalScope, Neighbourhoods
 
 __all__ = [
+    "Aliases",
     "Contradiction",
     "LexicalIndex",
     "LexicalMatches",

@@ -19,6 +19,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.models import ArchiveReason, ContextItem, Tier, utcnow
 from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
+from agent_engine.retrieval.aliases import Aliases
 from agent_engine.tiers.aging import AgingPolicy, apply_plan, plan_compaction
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
@@ -153,6 +154,31 @@ class ProjectMemoryStore(TierStore):
         if wanted:
             filters["tags"] = wanted
         return self.query(filters, limit=limit)
+
+    # ------------------------------------------------------------------ aliases
+
+    def aliases(self) -> Aliases:
+        """The project's aliases, as every build of its tasks reads them (one read)."""
+        return Aliases(self.backend.aliases.of_namespace(self.namespace))
+
+    def add_alias(self, term: str, expansions: Iterable[str]) -> tuple[str, ...]:
+        """Let a query's ``term`` mean its ``expansions`` too; return all of its expansions.
+
+        "Mel" for "Melanie Smith", "k8s" for "kubernetes": a query writing the term names
+        the sources an expansion names and matches the expansions' words (what aliases do:
+        :mod:`agent_engine.retrieval.aliases`). Kept with the project's memory, for every
+        process; limits and checks are :mod:`agent_engine.memory.aliases`'.
+        """
+        result = self.backend.aliases.add(self.namespace, term, list(expansions))
+        self._log.info("alias_added", term=term, expansions=len(result))
+        return result
+
+    def remove_alias(self, term: str, expansions: Iterable[str] | None = None) -> int:
+        """Take ``expansions`` (``None``: all, and the term) from ``term``; return how many."""
+        taken = None if expansions is None else list(expansions)
+        removed = self.backend.aliases.remove(self.namespace, term, taken)
+        self._log.info("alias_removed", term=term, removed=removed)
+        return removed
 
     def evict(self) -> int:
         """Bring a working set over ``max_items`` down to its low mark; return how many moved.
