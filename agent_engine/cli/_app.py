@@ -10,6 +10,7 @@ import typer
 
 import agent_engine
 from agent_engine.cli import (
+    _aliases,
     _bench,
     _candidates,
     _compact,
@@ -138,6 +139,9 @@ _memory.app.command(
 _memory.app.command(name="candidates")(_candidates.candidates)
 _memory.app.command(name="confirm")(_candidates.confirm)
 _memory.app.command(name="compact")(_compact.compact)
+_memory.app.add_typer(
+    _aliases.app, name="alias", short_help="A project's aliases: add, list or remove them."
+)
 app.command(name="mcp", short_help="Serve a project's memory to an MCP client over stdio.")(
     _mcp.mcp
 )

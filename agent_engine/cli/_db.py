@@ -204,6 +204,7 @@ def _report_json(source: str, target: str, report: CopyReport) -> dict[str, Any]
         "items": report.items,
         "events": report.events,
         "conflicts": report.conflicts,
+        "aliases": report.aliases,
         "scopes": [
             {"namespace": namespace, "tier": tier.value, "items": count}
             for (namespace, tier), count in sorted(report.scopes.items())
@@ -263,7 +264,8 @@ def copy(
     console().print(
         Text(
             f"{origin.url} -> {copied.url}: copied {report.items} memories, "
-            f"{report.events} journal events and {report.conflicts} conflicts; verified"
+            f"{report.events} journal events, {report.conflicts} conflicts and "
+            f"{report.aliases} alias expansions; verified"
         ),
         soft_wrap=True,
     )
