@@ -11,13 +11,14 @@ MemoryBackend` protocol, so any registered backend is a source or a target:
   one ``add_many``: whole items, their vectors as stored, never re-embedded.
 * **Conflicts** name two items, so each is recorded with the batch that holds the later of
   its two ids: both items are in the target by then, and no conflict is recorded twice.
-* **The journal** is copied last, newest page first; every event keeps its id and time, and
+* **The journal** is copied next, newest page first; every event keeps its id and time, and
   every journal orders by ``(time, id)``, so the target lists the events in the same order.
+* **Aliases** last, namespace by namespace, each term with all its expansions in one write.
 
 The copy refuses, before it writes anything, a target that holds items (two memories mixed
 are no longer either one), the source itself, and a target whose vectors (or embedder) are
 another embedder's. At the end it counts both sides (items per namespace and tier and per
-lifecycle state, events, conflicts) and raises :class:`~agent_engine.errors.CopyIncompleteError`
+lifecycle state, events, conflicts, alias expansions) and raises :class:`~agent_engine.errors.CopyIncompleteError`
 when they differ; the source is only read, so it is untouched whatever happens.
 """
 
@@ -74,6 +75,8 @@ class CopyReport:
     items: int
     events: int
     conflicts: int
+    aliases: int
+    """Alias expansions, over every namespace's terms."""
     scopes: Mapping[tuple[str, Tier], int]
     states: Mapping[str, int]
     identity: EmbedderIdentity | None
@@ -116,6 +119,9 @@ def copy_store(
         for page in _journal(source, batch_size):
             for event in page:
                 target.audit.append(event)
+        for namespace in source.aliases.namespaces():
+            for term, expansions in source.aliases.of_namespace(namespace).items():
+                target.aliases.add(namespace, term, expansions)
     except AgentEngineError as exc:
         raise CopyIncompleteError(
             f"the copy into {target!r} stopped ({exc}): the target is incomplete and should "
@@ -173,6 +179,14 @@ def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdent
         raise StoreNotEmptyError(
             f"{target!r} holds no items but {journal} journal events: copy into a new, "
             "empty store (the two journals would mix)",
+            target=repr(target),
+            count=0,
+        )
+    aliased = target.aliases.namespaces()
+    if aliased:
+        raise StoreNotEmptyError(
+            f"{target!r} holds no items but the aliases of {len(aliased)} namespace(s): copy "
+            "into a new, empty store (the two sets of aliases would mix)",
             target=repr(target),
             count=0,
         )
@@ -237,6 +251,7 @@ class _Counts:
     items: int
     events: int
     conflicts: int
+    aliases: int
     scopes: Mapping[tuple[str, Tier], int]
     states: Mapping[str, int]
 
@@ -248,6 +263,11 @@ def _counts(store: MemoryBackend, scopes: set[tuple[str, Tier]]) -> _Counts:
         conflicts=sum(
             len(store.conflicts.of_scope(namespace, tier, include_resolved=True))
             for namespace, tier in sorted(scopes)
+        ),
+        aliases=sum(
+            len(expansions)
+            for namespace in store.aliases.namespaces()
+            for expansions in store.aliases.of_namespace(namespace).values()
         ),
         scopes={
             (namespace, tier): store.count({"namespace": namespace, "tier": tier.value})
@@ -272,6 +292,7 @@ def _verify(
             ("items", before.items, after.items),
             ("events", before.events, after.events),
             ("conflicts", before.conflicts, after.conflicts),
+            ("alias expansions", before.aliases, after.aliases),
             *(
                 (f"items of {namespace}/{tier.value}", count, after.scopes[namespace, tier])
                 for (namespace, tier), count in before.scopes.items()
@@ -293,6 +314,7 @@ def _verify(
         items=after.items,
         events=after.events,
         conflicts=after.conflicts,
+        aliases=after.aliases,
         scopes={scope: count for scope, count in after.scopes.items() if count},
         states=after.states,
         identity=identity,

@@ -147,6 +147,8 @@ def _fill(store) -> None:
                 id=f"e-{n:02d}",
             )
         )
+    store.aliases.add("project:alpha", "Bob", ["Robert", "Bobby"])
+    store.aliases.add("project:beta", "k8s", ["kubernetes"])
     # Two events of one instant: the journal's order breaks the tie by id.
     store.audit.append(
         AuditEvent(
@@ -176,6 +178,9 @@ def _assert_same(source, target) -> None:
     assert target.conflicts.of_items(["p-05"], include_resolved=True) == (
         source.conflicts.of_items(["p-05"], include_resolved=True)
     )
+    assert target.aliases.namespaces() == source.aliases.namespaces()
+    for namespace in source.aliases.namespaces():
+        assert target.aliases.of_namespace(namespace) == source.aliases.of_namespace(namespace)
 
 
 @pytest.fixture
@@ -221,6 +226,7 @@ class TestCopyStore:
             items=8,
             events=4,
             conflicts=1,
+            aliases=3,
             scopes={
                 ("global:ann", Tier.GLOBAL): 1,
                 ("project:alpha", Tier.PROJECT): 3,
@@ -315,6 +321,13 @@ class TestRefusals:
             copy_store(sqlite_source, sqlite_target)
         assert sqlite_target.count() == 0
         assert sqlite_target.audit.count() == 1
+
+    def test_a_target_that_holds_aliases_is_refused(self, sqlite_source, sqlite_target):
+        """No items but a project's aliases: the two sets would mix, so it is refused."""
+        sqlite_target.aliases.add("project:alpha", "db", ["database"])
+        with pytest.raises(StoreNotEmptyError, match="aliases of 1 namespace"):
+            copy_store(sqlite_source, sqlite_target)
+        assert sqlite_target.aliases.of_namespace("project:alpha") == {"db": ("database",)}
 
     def test_the_source_itself_is_refused(self, sqlite_source):
         """A store is never its own target."""
