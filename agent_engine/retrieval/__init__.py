@@ -1,5 +1,4 @@
-"""Text components: lexical analysis, BM25 over sessions, score fusion, contradiction cues,
-a project's aliases.
+"""Text components: lexical analysis, BM25, score fusion, contradiction cues, aliases.
 
 The assembler composes the rankers, and stores can check a new item against old ones with
 :func:`contradicts`. They are public for custom scorers and backends (a backend's
