@@ -49,6 +49,7 @@ __all__ = [
     "DuplicateItemError",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "ExportFileError",
     "ExtractionError",
     "FilterError",
     "FilterTooLargeError",
@@ -167,6 +168,22 @@ class StoreNotEmptyError(ValidationError):
         super().__init__(message, field="target", value=target)
         self.target = target
         self.count = count
+
+
+class ExportFileError(ValidationError):
+    """An export file cannot be imported; nothing of it was.
+
+    Truncated, corrupted, of another format version, or holding an item the target holds
+    otherwise (two memories under one id).
+
+    ``line`` is the file's line at fault (1-based; ``None`` when the file as a whole is).
+    """
+
+    def __init__(
+        self, message: str, *, field: str | None = None, value: Any = None, line: int | None = None
+    ) -> None:
+        super().__init__(message, field=field, value=value)
+        self.line = line
 
 
 class ItemNotFoundError(AgentEngineError, LookupError):

@@ -20,6 +20,7 @@ from agent_engine.cli import (
     _ingest,
     _mcp,
     _memory,
+    _transfer,
 )
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
 from agent_engine.cli._store import url_forms
@@ -139,6 +140,8 @@ _memory.app.command(
 _memory.app.command(name="candidates")(_candidates.candidates)
 _memory.app.command(name="confirm")(_candidates.confirm)
 _memory.app.command(name="compact")(_compact.compact)
+_memory.app.command(name="export")(_transfer.export)
+_memory.app.command(name="import")(_transfer.import_)
 _memory.app.add_typer(
     _aliases.app, name="alias", short_help="A project's aliases: add, list or remove them."
 )

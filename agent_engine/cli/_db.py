@@ -7,26 +7,17 @@ everything it holds into a new store, SQLite to PostgreSQL, say).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import attrs
 import numpy as np
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.text import Text
 
 from agent_engine import EmbedderIdentity, EmbeddingError
 from agent_engine.cli._errors import CommandError
-from agent_engine.cli._output import console, emit_json, err_console
+from agent_engine.cli._output import console, emit_json, progress_bar
 from agent_engine.cli._settings import settings
 from agent_engine.cli._store import (
     SQL,
@@ -41,7 +32,6 @@ from agent_engine.cli._store import (
 )
 from agent_engine.embeddings import Matrix
 from agent_engine.memory import COPY_BATCH, CopyReport, copy_store
-from agent_engine.memory.backend import Progress as ProgressCallback
 
 __all__ = ["app"]
 
@@ -110,7 +100,7 @@ def reembed(
     store = open_store(options.db, access=Access.WRITE, statement_timeout=options.statement_timeout)
     try:
         before = store.backend.stored_identity()
-        with _progress(f"Re-embedding with {embedder.name}", shown=not options.json) as progress:
+        with progress_bar(f"Re-embedding with {embedder.name}", shown=not options.json) as progress:
             count = store.backend.reembed(embedder, batch_size=batch_size, progress=progress)
         after = store.backend.stored_identity()
     finally:
@@ -130,38 +120,6 @@ def reembed(
     console().print(
         Text(f"{store.url}: re-embedded {count} memories with {now} (was {was})"), soft_wrap=True
     )
-
-
-@contextmanager
-def _progress(description: str, *, shown: bool) -> Iterator[ProgressCallback | None]:
-    """A progress bar on stderr fed by ``progress(done, total)`` (none for ``--json``).
-
-    The bar appears with the first report, so a command refused before it starts (a copy
-    into a filled store, say) prints its error alone.
-    """
-    if not shown:
-        yield None
-        return
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console(),
-    )
-    bars: list[TaskID] = []
-
-    def report(done: int, total: int) -> None:
-        if not bars:
-            progress.start()
-            bars.append(progress.add_task(description, total=None))
-        progress.update(bars[0], completed=done, total=total)
-
-    try:
-        yield report
-    finally:
-        if bars:
-            progress.stop()
 
 
 @attrs.frozen
@@ -250,7 +208,7 @@ def copy(
             statement_timeout=options.statement_timeout,
         )
         try:
-            with _progress(f"Copying to {copied.url}", shown=not options.json) as progress:
+            with progress_bar(f"Copying to {copied.url}", shown=not options.json) as progress:
                 report = copy_store(
                     origin.backend, copied.backend, batch_size=batch_size, progress=progress
                 )

@@ -11,21 +11,32 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
 from agent_engine import ContextItem, to_dict
 from agent_engine.memory import SearchHit
+from agent_engine.memory.backend import Progress as ProgressCallback
 
 if TYPE_CHECKING:  # the assembler loads only for the commands that build a context
     from agent_engine import ContextPackage
 
 __all__ = [
+    "progress_bar",
     "BAR_WIDTH",
     "console",
     "emit_json",
@@ -288,3 +299,35 @@ def counts_table(title: str, counts: Iterable[tuple[str, str, int]]) -> Table:
     for tier, kind, count in counts:
         table.add_row(tier, Text(kind), str(count))
     return table
+
+
+@contextmanager
+def progress_bar(description: str, *, shown: bool) -> Iterator[ProgressCallback | None]:
+    """A progress bar on stderr fed by ``progress(done, total)`` (none for ``--json``).
+
+    The bar appears with the first report, so a command refused before it starts (a copy
+    into a filled store, say) prints its error alone.
+    """
+    if not shown:
+        yield None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+    )
+    bars: list[TaskID] = []
+
+    def report(done: int, total: int) -> None:
+        if not bars:
+            progress.start()
+            bars.append(progress.add_task(description, total=None))
+        progress.update(bars[0], completed=done, total=total)
+
+    try:
+        yield report
+    finally:
+        if bars:
+            progress.stop()

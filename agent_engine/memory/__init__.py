@@ -37,6 +37,13 @@ from agent_engine.memory.conflicts import (
     InMemoryConflictStore,
 )
 from agent_engine.memory.copy import COPY_BATCH, CopyReport, copy_store
+from agent_engine.memory.export import (
+    EXPORT_VERSION,
+    ExportReport,
+    ImportReport,
+    export_store,
+    import_store,
+)
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.faiss import set_default_store as _set_default_store
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -76,7 +83,10 @@ __all__ = [
     "ConflictStore",
     "ConflictType",
     "CopyReport",
+    "EXPORT_VERSION",
+    "ExportReport",
     "FaissBackend",
+    "ImportReport",
     "InMemoryAliasStore",
     "InMemoryAuditStore",
     "InMemoryBackend",
@@ -91,6 +101,8 @@ __all__ = [
     "backend_for_scheme",
     "backends",
     "copy_store",
+    "export_store",
     "get_backend",
+    "import_store",
     "register_backend",
 ]

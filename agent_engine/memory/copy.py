@@ -18,8 +18,9 @@ MemoryBackend` protocol, so any registered backend is a source or a target:
 The copy refuses, before it writes anything, a target that holds items (two memories mixed
 are no longer either one), the source itself, and a target whose vectors (or embedder) are
 another embedder's. At the end it counts both sides (items per namespace and tier and per
-lifecycle state, events, conflicts, alias expansions) and raises :class:`~agent_engine.errors.CopyIncompleteError`
-when they differ; the source is only read, so it is untouched whatever happens.
+lifecycle state, events, conflicts, alias expansions) and raises
+:class:`~agent_engine.errors.CopyIncompleteError` when they differ; the source is only read,
+so it is untouched whatever happens.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from agent_engine.filters import Condition, Filter, Op, Order
 from agent_engine.memory.backend import MemoryBackend, Progress
 from agent_engine.models import AuditEvent, ContextItem, Tier
 
-__all__ = ["COPY_BATCH", "CopyReport", "copy_store"]
+__all__ = ["COPY_BATCH", "CopyReport", "check_vectors_fit", "copy_store", "pages"]
 
 COPY_BATCH: Final = 500
 """Items read and written per step of :func:`copy_store` (each step is one ``add_many``)."""
@@ -143,7 +144,7 @@ def _copy_items(
     """Write the items batch by batch, each batch's conflicts with it; return their scopes."""
     done = 0
     scopes: set[tuple[str, Tier]] = set()
-    for batch in _pages(source, batch_size):
+    for batch in pages(source, batch_size):
         target.add_many(batch)
         ids = {item.id for item in batch}
         later = [
@@ -191,8 +192,19 @@ def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdent
             count=0,
         )
     identity = source.stored_identity()
+    check_vectors_fit(identity, target)
+    return identity
+
+
+def check_vectors_fit(identity: EmbedderIdentity | None, target: MemoryBackend) -> None:
+    """Refuse a ``target`` bound to, or embedding with, another embedder than ``identity``.
+
+    ``identity``: what made the vectors about to be written (``None``: no vectors, nothing to
+    refuse). Raises :class:`~agent_engine.errors.DimensionMismatchError` when the sizes differ,
+    else :class:`~agent_engine.errors.EmbedderMismatchError`.
+    """
     if identity is None:
-        return None
+        return
     bound = target.stored_identity()
     own = None if target.embedder is None else EmbedderIdentity.of(target.embedder)
     for other, what in ((bound, "holds vectors of"), (own, "embeds with")):
@@ -205,16 +217,20 @@ def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdent
         if other.dim != identity.dim:
             raise DimensionMismatchError(message, field="target", value=other)
         raise EmbedderMismatchError(message, stored=identity, given=other)
-    return identity
 
 
-def _pages(source: MemoryBackend, batch_size: int) -> Iterator[list[ContextItem]]:
-    """The source's items in id order, ``batch_size`` at a time (keyset paging on the id)."""
+def pages(
+    source: MemoryBackend, batch_size: int, scope: tuple[Condition, ...] = ()
+) -> Iterator[list[ContextItem]]:
+    """The source's items (those meeting ``scope``) in id order, ``batch_size`` at a time.
+
+    Keyset paging on the id: each page costs the same however deep, in every lifecycle state.
+    """
     after: str | None = None
     while True:
         # Built, not parsed: filter documents keep $gt for numbers and times, but every
         # evaluator compares ids by code point, as the id order sorts them (keyset paging).
-        where = Filter() if after is None else Filter((Condition("id", Op.GT, after),))
+        where = Filter(scope if after is None else (*scope, Condition("id", Op.GT, after)))
         batch = source.query(where, limit=batch_size, order_by=_ID_ORDER)
         if not batch:
             return

@@ -1,0 +1,476 @@
+"""Export a scope (or a whole store) to a versioned JSONL file, and import one into any backend.
+
+What a user runs to move one project's memory to another store, to keep a copy of it, or to
+hand it to a colleague (``agent-engine memory export/import``). The file is JSON lines:
+
+* a **header**: ``{"format": "agent_engine.export", "version": 1, ...}`` with when it was
+  written, the scope it holds (``namespace``/``tier``, ``null`` for the whole store), whether
+  vectors are in it and the embedder that made them;
+* the **records**, one per line, each ``{"record": <kind>, "data": ...}``: every ``item`` of
+  the scope in id order and in every lifecycle state (archive and superseded history too),
+  each whole as :func:`~agent_engine.serde.to_dict` writes it (without its vector when
+  vectors are left out); the ``conflict`` records between exported items; the journal's
+  ``event`` records of the scope; the ``alias`` records of its namespaces;
+* a **trailer**: ``{"record": "end", "counts": {...}, "sha256": ...}``, the counts of each
+  kind and the SHA-256 of every line before it.
+
+The trailer is what makes an import safe: a file cut short has none, and one changed since it
+was written (a line edited, lost or swapped) fails its hash. An import reads and checks the
+whole file, every record decoded and validated, before it writes anything, and refuses a file
+of another format version, truncated or corrupted with :class:`~agent_engine.errors.
+ExportFileError` naming the line. Then it is **idempotent**: an item the target holds already,
+equal to the file's, is left as it is, so importing a file twice imports it once; an item
+the target holds *otherwise* is a conflict between two memories and refuses the import
+before anything is written. The new items go in one ``add_many`` (all or none), then their
+conflicts, the events the target lacks and the aliases; if one of those later writes fails,
+the items this import added are deleted again and :class:`~agent_engine.errors.
+CopyIncompleteError` says so (events already appended stay in the journal: a journal is
+never rewritten). Vectors left out of a file are made again by the target's embedder, as for
+any item stored without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, Final
+
+import attrs
+
+from agent_engine._log import get_logger
+from agent_engine.embeddings import EmbedderIdentity
+from agent_engine.errors import AgentEngineError, CopyIncompleteError, ExportFileError
+from agent_engine.filters import Condition, Op
+from agent_engine.memory.backend import MemoryBackend
+from agent_engine.memory.conflicts import Conflict
+from agent_engine.memory.copy import COPY_BATCH, check_vectors_fit, pages
+from agent_engine.models import AuditEvent, ContextItem, Tier, utcnow
+from agent_engine.serde import from_dict, to_dict
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ExportReport",
+    "ImportReport",
+    "export_store",
+    "import_store",
+]
+
+EXPORT_FORMAT: Final = "agent_engine.export"
+"""What the header's ``format`` says: this file is an agent_engine export."""
+EXPORT_VERSION: Final = 1
+"""The format version this agent_engine writes and reads."""
+
+_ITEM, _CONFLICT, _EVENT, _ALIAS, _END = "item", "conflict", "event", "alias", "end"
+_KINDS: Final = (_ITEM, _CONFLICT, _EVENT, _ALIAS)
+
+Progress = Callable[[int, int], None]
+"""Called with the records done so far and the total."""
+
+
+@attrs.frozen(kw_only=True)
+class ExportReport:
+    """What :func:`export_store` wrote: records of each kind, and whether vectors went too."""
+
+    items: int
+    conflicts: int
+    events: int
+    aliases: int
+    vectors: bool
+    namespace: str | None
+    tier: Tier | None
+
+
+@attrs.frozen(kw_only=True)
+class ImportReport:
+    """What :func:`import_store` did: what it added, and what the target held already."""
+
+    items: int
+    """Items added."""
+    unchanged: int
+    """Items the target held already, equal to the file's (left as they were)."""
+    conflicts: int
+    events: int
+    aliases: int
+    """Alias terms written (an expansion held already is no change)."""
+
+
+def export_store(
+    source: MemoryBackend,
+    out: IO[str] | Path | str,
+    *,
+    namespace: str | None = None,
+    tier: Tier | None = None,
+    vectors: bool = True,
+    batch_size: int = COPY_BATCH,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Write ``source``'s items of one scope (``namespace``/``tier``; all: the whole store).
+
+    ``out`` is a path (written whole, then moved into place, so a failed export leaves no
+    half file) or a text stream. ``vectors=False`` leaves the vectors out: a smaller file,
+    re-embedded on import. ``progress(done, total)`` follows the items.
+    """
+    scope = _scope(namespace, tier)
+    identity = source.stored_identity() if vectors else None
+    header = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": utcnow().isoformat(),
+        "namespace": namespace,
+        "tier": None if tier is None else tier.value,
+        "vectors": vectors,
+        "embedder": None if identity is None else {"name": identity.name, "dim": identity.dim},
+    }
+    records = itertools.chain(
+        _items(source, scope, vectors=vectors, batch_size=batch_size, progress=progress),
+        ((_EVENT, to_dict(event)) for event in _events(source, namespace, tier)),
+        _aliases(source, namespace),
+    )
+    if isinstance(out, (str, Path)):
+        path = Path(out)
+        partial = path.with_name(f".{path.name}.partial")
+        try:
+            with partial.open("w", encoding="utf-8") as stream:
+                counts = _write(stream, header, records)
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
+    else:
+        counts = _write(out, header, records)
+    get_logger(component="export").info(
+        "store exported", items=counts[_ITEM], conflicts=counts[_CONFLICT], journal=counts[_EVENT]
+    )
+    return ExportReport(
+        items=counts[_ITEM],
+        conflicts=counts[_CONFLICT],
+        events=counts[_EVENT],
+        aliases=counts[_ALIAS],
+        vectors=vectors,
+        namespace=namespace,
+        tier=tier,
+    )
+
+
+def import_store(
+    target: MemoryBackend, source: IO[str] | Path | str, *, progress: Progress | None = None
+) -> ImportReport:
+    """Import an export file into ``target``, all or nothing; see the module for the rules."""
+    parsed = _read(source)
+    check_vectors_fit(parsed.identity, target)
+    new = _new_items(target, parsed)
+    if progress is not None:
+        progress(0, len(new))
+    if new:
+        target.add_many(new)
+    try:
+        conflicts = [c for c in parsed.conflicts if target.conflicts.get(c.id) is None]
+        if conflicts:
+            target.conflicts.record(conflicts)
+        events = _missing_events(target, parsed.events)
+        for event in events:
+            target.audit.append(event)
+        for namespace, term, expansions in parsed.aliases:
+            target.aliases.add(namespace, term, expansions)
+    except AgentEngineError as exc:
+        if new:
+            target.delete_many([item.id for item in new])
+        raise CopyIncompleteError(
+            f"the import into {target!r} stopped ({exc}); the items it added were removed",
+            differences=(str(exc),),
+        ) from exc
+    if progress is not None:
+        progress(len(new), len(new))
+    report = ImportReport(
+        items=len(new),
+        unchanged=len(parsed.items) - len(new),
+        conflicts=len(conflicts),
+        events=len(events),
+        aliases=len(parsed.aliases),
+    )
+    get_logger(component="import").info(
+        "store imported", items=report.items, unchanged=report.unchanged, journal=report.events
+    )
+    return report
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def _line(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n"
+
+
+def _write(
+    stream: IO[str], header: Mapping[str, Any], records: Iterable[tuple[str, Any]]
+) -> dict[str, int]:
+    """The header, each record and the trailer (counts and hash of every line before it)."""
+    counts = dict.fromkeys(_KINDS, 0)
+    digest = hashlib.sha256()
+    first = _line(header)
+    digest.update(first.encode("utf-8"))
+    stream.write(first)
+    for kind, data in records:
+        line = _line({"record": kind, "data": data})
+        digest.update(line.encode("utf-8"))
+        stream.write(line)
+        counts[kind] += 1
+    stream.write(_line({"record": _END, "counts": counts, "sha256": digest.hexdigest()}))
+    return counts
+
+
+def _items(
+    source: MemoryBackend,
+    scope: tuple[Condition, ...],
+    *,
+    vectors: bool,
+    batch_size: int,
+    progress: Progress | None,
+) -> Iterator[tuple[str, Any]]:
+    """The scope's items in id order, each page's conflicts after it (once both are out)."""
+    total = source.count(_scope_filter(scope))
+    exported: set[str] = set()
+    if progress is not None:
+        progress(0, total)
+    for batch in pages(source, batch_size, scope):
+        for item in batch:
+            yield _ITEM, to_dict(item if vectors else attrs.evolve(item, embedding=None))
+        ids = {item.id for item in batch}
+        exported |= ids
+        if progress is not None:
+            progress(len(exported), max(len(exported), total))
+        for conflict in source.conflicts.of_items(ids, include_resolved=True):
+            # Written with the later of its two items, and only when both are exported.
+            if max(conflict.item_ids) in ids and min(conflict.item_ids) in exported:
+                yield _CONFLICT, to_dict(conflict)
+
+
+def _aliases(source: MemoryBackend, namespace: str | None) -> Iterator[tuple[str, Any]]:
+    """The aliases of the exported namespace (of every namespace, for the whole store)."""
+    for name in source.aliases.namespaces() if namespace is None else [namespace]:
+        for term, expansions in source.aliases.of_namespace(name).items():
+            yield _ALIAS, {"namespace": name, "term": term, "expansions": list(expansions)}
+
+
+def _scope(namespace: str | None, tier: Tier | None) -> tuple[Condition, ...]:
+    conditions: list[Condition] = []
+    if namespace is not None:
+        conditions.append(Condition("namespace", Op.EQ, namespace))
+    if tier is not None:
+        conditions.append(Condition("tier", Op.EQ, Tier(tier).value))
+    return tuple(conditions)
+
+
+def _scope_filter(scope: tuple[Condition, ...]) -> dict[str, Any]:
+    return {condition.field: condition.value for condition in scope}
+
+
+def _events(source: MemoryBackend, namespace: str | None, tier: Tier | None) -> list[AuditEvent]:
+    """The journal's events of the scope, oldest first (the order they are appended in)."""
+    events = source.audit.events(namespace=namespace, limit=None)
+    return [event for event in reversed(events) if tier is None or event.tier is tier]
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@attrs.frozen
+class _Parsed:
+    identity: EmbedderIdentity | None
+    items: list[ContextItem]
+    conflicts: list[Conflict]
+    events: list[AuditEvent]
+    aliases: list[tuple[str, str, list[str]]]
+    lines: dict[str, int]
+    """The line each item was read from."""
+
+
+def _read(source: IO[str] | Path | str) -> _Parsed:
+    """Every record of the file, checked: the header, each line, the counts and the hash."""
+    if isinstance(source, (str, Path)):
+        try:
+            with Path(source).open(encoding="utf-8") as stream:
+                return _parse(stream)
+        except OSError as exc:
+            raise ExportFileError(
+                f"cannot read {source}: {exc.strerror or exc}", field="file", value=str(source)
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise ExportFileError(
+                f"{source} is not UTF-8 text ({exc.reason}): not an agent_engine export",
+                field="file",
+                value=str(source),
+            ) from exc
+    return _parse(source)
+
+
+def _parse(stream: Iterable[str]) -> _Parsed:
+    digest = hashlib.sha256()
+    lines = iter(enumerate(stream, 1))
+    header = _header(next(lines, None), digest)
+    found: dict[str, list[Any]] = {kind: [] for kind in _KINDS}
+    where: dict[str, int] = {}
+    for number, line in lines:
+        record = _json(number, line)
+        kind = record.get("record")
+        if kind == _END:
+            _check_end(number, record, digest, {k: len(v) for k, v in found.items()})
+            if next(lines, None) is not None:
+                raise ExportFileError(
+                    f"line {number + 1}: text after the end record", field="line", line=number + 1
+                )
+            items: list[ContextItem] = found[_ITEM]
+            if not header["vectors"]:
+                items = [attrs.evolve(item, embedding=None) for item in items]
+            return _Parsed(
+                _identity(header), items, found[_CONFLICT], found[_EVENT], found[_ALIAS], where
+            )
+        digest.update(line.encode("utf-8"))
+        value = _decode(number, kind, record.get("data"))
+        if isinstance(value, ContextItem):
+            if value.id in where:
+                raise ExportFileError(
+                    f"line {number}: item {value.id!r} again (first on line {where[value.id]})",
+                    field="line",
+                    line=number,
+                )
+            where[value.id] = number
+        found[str(kind)].append(value)
+    raise ExportFileError(
+        "the file ends without its end record: it was cut short (an export interrupted, a "
+        "partial download); nothing was imported",
+        field="file",
+    )
+
+
+def _header(first: tuple[int, str] | None, digest: Any) -> dict[str, Any]:
+    if first is None:
+        raise ExportFileError("the file is empty: not an agent_engine export", field="file")
+    number, line = first
+    header = _json(number, line)
+    if header.get("format") != EXPORT_FORMAT:
+        raise ExportFileError(
+            "line 1: not an agent_engine export (no format header)", field="line", line=1
+        )
+    version = header.get("version")
+    if version != EXPORT_VERSION:
+        raise ExportFileError(
+            f"the file is export format version {version!r}; this agent_engine reads version "
+            f"{EXPORT_VERSION} (upgrade agent_engine to read newer files)",
+            field="version",
+            value=version,
+            line=1,
+        )
+    if not isinstance(header.get("vectors"), bool):
+        raise ExportFileError("line 1: the header says nothing of vectors", field="line", line=1)
+    digest.update(line.encode("utf-8"))
+    return header
+
+
+def _json(number: int, line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ExportFileError(
+            f"line {number}: not JSON ({exc.msg}): the file is corrupted",
+            field="line",
+            line=number,
+        ) from exc
+    if not isinstance(value, dict):
+        raise ExportFileError(f"line {number}: not a record", field="line", line=number)
+    return value
+
+
+def _decode(number: int, kind: object, data: object) -> Any:
+    """One record's value, validated as the library validates its own."""
+    try:
+        if kind == _ITEM:
+            return from_dict(ContextItem, data)
+        if kind == _CONFLICT:
+            return from_dict(Conflict, data)
+        if kind == _EVENT:
+            return from_dict(AuditEvent, data)
+        if kind == _ALIAS and isinstance(data, dict):
+            namespace, term, expansions = data["namespace"], data["term"], data["expansions"]
+            if (
+                isinstance(namespace, str)
+                and isinstance(term, str)
+                and isinstance(expansions, list)
+            ):
+                return (namespace, term, expansions)
+    except (AgentEngineError, KeyError, TypeError, ValueError) as exc:
+        raise ExportFileError(
+            f"line {number}: not a valid {kind} record ({exc})", field="line", line=number
+        ) from exc
+    raise ExportFileError(f"line {number}: unknown record {kind!r}", field="line", line=number)
+
+
+def _check_end(number: int, end: dict[str, Any], digest: Any, counts: dict[str, int]) -> None:
+    if end.get("sha256") != digest.hexdigest():
+        raise ExportFileError(
+            f"line {number}: the file's hash does not match its records: it was changed or "
+            "damaged since it was written; nothing was imported",
+            field="line",
+            line=number,
+        )
+    if end.get("counts") != counts:
+        raise ExportFileError(
+            f"line {number}: the file holds {counts}, its end record says {end.get('counts')}",
+            field="line",
+            line=number,
+        )
+
+
+def _identity(header: Mapping[str, Any]) -> EmbedderIdentity | None:
+    embedder = header.get("embedder")
+    if not header["vectors"] or embedder is None:
+        return None
+    try:
+        return EmbedderIdentity(name=embedder.get("name"), dim=embedder.get("dim"))
+    except (AgentEngineError, AttributeError, TypeError, ValueError) as exc:
+        raise ExportFileError(
+            f"line 1: the header's embedder is not one ({exc})", field="line", line=1
+        ) from exc
+
+
+# ---------------------------------------------------------------------------- the target
+
+
+def _new_items(target: MemoryBackend, parsed: _Parsed) -> list[ContextItem]:
+    """The file's items the target lacks; one it holds otherwise refuses the import."""
+    ids = [item.id for item in parsed.items]
+    held: dict[str, ContextItem] = {}
+    for start in range(0, len(ids), COPY_BATCH):
+        held.update((i.id, i) for i in target.get_many(ids[start : start + COPY_BATCH]))
+    new: list[ContextItem] = []
+    for item in parsed.items:
+        there = held.get(item.id)
+        if there is None:
+            new.append(item)
+        elif not _same(there, item):
+            raise ExportFileError(
+                f"the target holds item {item.id!r} with other content than the file's: two "
+                "memories under one id; nothing was imported",
+                field="item",
+                value=item.id,
+                line=parsed.lines[item.id],
+            )
+    return new
+
+
+def _same(there: ContextItem, item: ContextItem) -> bool:
+    """Whether the target's item is the file's (its vector aside when the file has none)."""
+    if item.embedding is None:
+        there = attrs.evolve(there, embedding=None)
+    return to_dict(there) == to_dict(item)
+
+
+def _missing_events(target: MemoryBackend, events: list[AuditEvent]) -> list[AuditEvent]:
+    """The file's events the target's journal does not hold (by id), oldest first."""
+    known: set[str] = set()
+    for namespace in {event.namespace for event in events}:
+        known.update(e.id for e in target.audit.events(namespace=namespace, limit=None))
+    return [event for event in events if event.id not in known]

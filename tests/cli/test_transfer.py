@@ -1,0 +1,74 @@
+"""``memory export`` and ``memory import`` between two SQLite files, each command a process."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from agent_engine.cli._errors import EXIT_ERROR
+
+
+def run(cli, *args):
+    result = cli("--json", *args)
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def test_a_project_moves_to_another_store_once(sql_cli, tmp_path):
+    """Exported from one file, imported into another: the memories, once however often."""
+    run(
+        sql_cli,
+        "--embedder",
+        "hashing",
+        "memory",
+        "add",
+        "Prices are integer cents",
+        "--kind",
+        "decision",
+    )
+    run(
+        sql_cli, "--embedder", "hashing", "memory", "add", "Posts are Markdown", "--project", "blog"
+    )
+    run(sql_cli, "memory", "alias", "add", "k8s", "kubernetes")
+    path = tmp_path / "webshop.jsonl"
+    exported = run(sql_cli, "memory", "export", str(path))
+    assert (exported["scope"], exported["items"], exported["aliases"]) == ("project:webshop", 1, 1)
+    other = attrs.evolve(
+        sql_cli, env={**sql_cli.env, "AGENT_ENGINE_DB": f"sqlite:///{tmp_path / 'other.db'}"}
+    )
+    first = run(other, "--embedder", "hashing", "memory", "import", str(path))
+    again = run(other, "--embedder", "hashing", "memory", "import", str(path))
+    assert (first["items"], again["items"], again["unchanged"]) == (1, 0, 1)
+    listed = run(other, "memory", "list")
+    assert [item["text"] for item in listed] == ["Prices are integer cents"]
+    assert run(other, "memory", "alias", "list") == {"k8s": ["kubernetes"]}
+
+
+def test_the_whole_store_to_stdout(sql_cli):
+    """``--store -`` writes every scope to stdout; each line is JSON, the last the trailer."""
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Prices are integer cents")
+    run(
+        sql_cli, "--embedder", "hashing", "memory", "add", "Posts are Markdown", "--project", "blog"
+    )
+    result = sql_cli("memory", "export", "-", "--store", "--no-vectors")
+    assert result.code == 0, result.err
+    records = [json.loads(line) for line in result.out.splitlines()]
+    assert records[0]["namespace"] is None
+    assert records[0]["vectors"] is False
+    assert records[-1]["counts"]["item"] == 2
+
+
+def test_a_damaged_file_is_one_line_and_imports_nothing(sql_cli, tmp_path):
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Prices are integer cents")
+    path = tmp_path / "webshop.jsonl"
+    run(sql_cli, "memory", "export", str(path))
+    path.write_text(path.read_text(encoding="utf-8").replace("cents", "dollars"), encoding="utf-8")
+    other = attrs.evolve(
+        sql_cli, env={**sql_cli.env, "AGENT_ENGINE_DB": f"sqlite:///{tmp_path / 'other.db'}"}
+    )
+    result = other("--embedder", "hashing", "memory", "import", str(path))
+    assert result.code == EXIT_ERROR
+    assert "hash does not match" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert run(other, "memory", "list") == []

@@ -1,0 +1,220 @@
+"""Export to a JSONL file and import from one, on every kind of backend.
+
+Every backend is exported from and imported into (against the in-memory reference, both
+ways); bad files (cut short, damaged, of another version, or naming an item the target holds
+otherwise) are refused whole, and a write failing mid-import takes back what it added.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import pytest
+
+from agent_engine import (
+    BackendError,
+    DimensionMismatchError,
+    ExportFileError,
+    HashingEmbedder,
+    InMemoryBackend,
+    MemoryStores,
+    Tier,
+    to_dict,
+)
+from agent_engine.errors import CopyIncompleteError
+from agent_engine.memory.export import EXPORT_VERSION, export_store, import_store
+
+T0 = datetime(2024, 4, 1, 9, tzinfo=UTC)
+
+
+def _fill(backend) -> None:
+    """Three tiers, a conflict, an archived and a superseded memory, aliases."""
+    clock = iter(T0 + timedelta(minutes=n) for n in range(1000)).__next__
+    stores = MemoryStores(backend, clock=clock, confirm=lambda _request: True)
+    shop = stores.project_store("shop")
+    shop.add_convention("Always rebase feature branches on main.", "git")
+    shop.add_convention("Never rebase feature branches on main.", "git")
+    old = shop.add_decision("Prices are floats.")
+    shop.supersede(old.id, shop.new_item("decision", "Prices are integer cents."))
+    archived = shop.add_pattern("Billing exports run nightly.")
+    shop.archive(archived.id)
+    shop.add_alias("k8s", ["kubernetes"])
+    stores.project_store("blog").add_decision("Posts are Markdown.")
+    stores.global_store("ann").add_preference("Short answers.", "style")
+
+
+def _snapshot(backend) -> tuple:
+    items = [to_dict(i) for i in backend.query(None, limit=None, order_by="+id")]
+    conflicts = sorted(
+        (c.id, c.item_a, c.item_b)
+        for ns in ("project:shop", "project:blog")
+        for c in backend.conflicts.of_scope(ns, Tier.PROJECT, include_resolved=True)
+    )
+    aliases = {ns: backend.aliases.of_namespace(ns) for ns in backend.aliases.namespaces()}
+    events = sorted(e.id for e in backend.audit.events(limit=None))
+    return items, conflicts, aliases, events
+
+
+@pytest.fixture
+def embedder():
+    return HashingEmbedder(dim=32)
+
+
+def _exported(backend, **options) -> str:
+    out = io.StringIO()
+    export_store(backend, out, **options)
+    return out.getvalue()
+
+
+def test_every_backend_exports_what_the_reference_imports(backend_kind, open_backend, embedder):
+    """A whole store leaves any backend and arrives whole: items, conflicts, journal, aliases."""
+    source = open_backend(backend_kind, embedder)
+    _fill(source)
+    target = InMemoryBackend(embedder=embedder)
+    report = import_store(target, io.StringIO(_exported(source)))
+    assert _snapshot(target) == _snapshot(source)
+    assert (report.items, report.unchanged, report.conflicts, report.aliases) == (7, 0, 1, 1)
+
+
+def test_every_backend_imports_and_imports_once(backend_kind, open_backend, embedder, tmp_path):
+    """Imported into any backend, a file is the reference's store; again, it changes nothing."""
+    reference = InMemoryBackend(embedder=embedder)
+    _fill(reference)
+    path = tmp_path / "store.jsonl"
+    export_store(reference, path)
+    target = open_backend(backend_kind, embedder)
+    first = import_store(target, path)
+    assert _snapshot(target) == _snapshot(reference)
+    again = import_store(target, path)
+    assert (first.items, again.items, again.unchanged, again.events) == (7, 0, 7, 0)
+    assert _snapshot(target) == _snapshot(reference)
+
+
+def test_a_scope_holds_only_its_own(embedder):
+    """A project's export has its items, conflicts, journal and aliases, no other scope's."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    text = _exported(source, namespace="project:shop", tier=Tier.PROJECT)
+    target = InMemoryBackend(embedder=embedder)
+    report = import_store(target, io.StringIO(text))
+    assert {i.namespace for i in target.query(None, limit=None)} == {"project:shop"}
+    assert report.items == source.count({"namespace": "project:shop"}) == 5
+    assert target.aliases.namespaces() == ["project:shop"]
+    assert {e.namespace for e in target.audit.events(limit=None)} == {"project:shop"}
+
+
+def test_vectors_are_optional(embedder):
+    """Without vectors the file is smaller, and the target's embedder makes them again."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    full, bare = _exported(source), _exported(source, vectors=False)
+    assert len(bare) < len(full)
+    target = InMemoryBackend(embedder=embedder)
+    import_store(target, io.StringIO(bare))
+    assert all(item.embedding is not None for item in target.query(None, limit=None))
+    # The re-made vectors are the target's own: importing the full file now conflicts nowhere.
+    assert import_store(target, io.StringIO(full)).items == 0
+
+
+_DAMAGE = {
+    "cut-at-a-line": lambda text: "".join(text.splitlines(keepends=True)[:-3]),
+    "cut-mid-line": lambda text: text[: len(text) // 2],
+    "a-line-edited": lambda text: text.replace("integer cents", "integer dollars", 1),
+    "a-line-lost": lambda text: "".join(
+        line for n, line in enumerate(text.splitlines(keepends=True)) if n != 2
+    ),
+    "newer-version": lambda text: text.replace(
+        f'"version":{EXPORT_VERSION}', f'"version":{EXPORT_VERSION + 1}', 1
+    ),
+    "not-an-export": lambda text: '{"hello": "world"}\n',
+    "empty": lambda text: "",
+    "after-the-end": lambda text: text + '{"record":"item"}\n',
+}
+
+
+def _middle_line(text: str) -> int:
+    """The line a cut in the middle of ``text`` falls on."""
+    return text[: len(text) // 2].count("\n") + 1
+
+
+@pytest.mark.parametrize(
+    ("how", "line"),
+    [
+        ("cut-at-a-line", None),
+        ("cut-mid-line", "middle"),
+        ("a-line-edited", "end"),
+        ("a-line-lost", "end"),
+        ("newer-version", 1),
+        ("not-an-export", 1),
+        ("empty", None),
+        ("after-the-end", "after"),
+    ],
+)
+def test_a_bad_file_is_refused_whole(embedder, how, line):
+    """Cut short, damaged or foreign: a typed error naming the line, and nothing imported."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    text = _exported(source)
+    damaged = _DAMAGE[how](text)
+    target = InMemoryBackend(embedder=embedder)
+    with pytest.raises(ExportFileError) as caught:
+        import_store(target, io.StringIO(damaged))
+    lines = len(damaged.splitlines())
+    where = {"middle": _middle_line(text), "end": lines, "after": lines}
+    assert caught.value.line == where.get(line, line)
+    assert target.count() == 0
+    assert target.audit.count() == 0
+    assert target.aliases.namespaces() == []
+
+
+def test_an_item_held_otherwise_refuses_the_import(embedder):
+    """Two memories under one id: refused before anything is written."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    text = _exported(source)
+    target = InMemoryBackend(embedder=embedder)
+    import_store(target, io.StringIO(text))
+    (item,) = target.query({"namespace": "project:blog"}, limit=1)
+    target.update(attrs.evolve(item, text="Posts are HTML."))
+    before = _snapshot(target)
+    with pytest.raises(ExportFileError, match="other content") as caught:
+        import_store(target, io.StringIO(text))
+    assert caught.value.value == item.id
+    assert _snapshot(target) == before
+
+
+def test_vectors_of_another_size_are_refused(embedder):
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    target = InMemoryBackend(embedder=HashingEmbedder(dim=64))
+    with pytest.raises(DimensionMismatchError):
+        import_store(target, io.StringIO(_exported(source)))
+    assert target.count() == 0
+
+
+class _AliasesFail(InMemoryBackend):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        store = self._alias_store
+
+        class Failing:
+            def __getattr__(self, name):
+                return getattr(store, name)
+
+            def add(self, *args):
+                raise BackendError("the alias table is gone", backend="test")
+
+        self._alias_store = Failing()
+
+
+def test_a_write_failing_midway_takes_the_items_back(embedder):
+    """All or nothing: the items added before the failure are removed again."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    target = _AliasesFail(embedder=embedder)
+    with pytest.raises(CopyIncompleteError, match="were removed"):
+        import_store(target, io.StringIO(_exported(source)))
+    assert target.count() == 0
+    assert target.conflicts.of_scope("project:shop", Tier.PROJECT, include_resolved=True) == []
