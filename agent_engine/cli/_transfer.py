@@ -1,11 +1,12 @@
-"""``agent-engine memory export/import``: a scope's memory to a file, and a file into a store.
+"""``agent-engine memory export/import/rollback``: a scope's memory to a file, and back.
 
 ``memory export FILE`` writes the project's memory (``--tier global``: the user's, ``--task``:
 a task's, ``--store``: everything the store holds) to a versioned JSONL file (``-``: stdout),
 with every memory in every state, the conflicts between them, their journal and the project's
 aliases (:mod:`agent_engine.memory.export`). ``memory import FILE`` checks the whole file and
 then adds what the store lacks: a file cut short or damaged is refused with the line at fault,
-and importing a file twice imports it once.
+and importing a file twice imports it once. ``memory rollback FILE`` makes a scope what its
+export (a snapshot) held: what changed since is replaced or forgotten, after asking.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from typing import Annotated
 
 import typer
 
-from agent_engine import ValidationError
-from agent_engine.cli._memory import Into, Json, Project, TaskOption, User, _json, _open
+from agent_engine import ConfirmationDeclined, ConfirmationRequest, ValidationError
+from agent_engine.cli._confirm import make_confirm
+from agent_engine.cli._memory import Into, Json, Project, TaskOption, User, Yes, _json, _open
 from agent_engine.cli._output import console, emit_json, progress_bar
+from agent_engine.cli._settings import settings
 from agent_engine.cli._store import Access
-from agent_engine.memory import export_store, import_store
+from agent_engine.memory import export_store, import_store, restore_plan, restore_scope
 
-__all__ = ["export", "import_"]
+__all__ = ["export", "import_", "rollback"]
 
 File = Annotated[str, typer.Argument(metavar="FILE", help="The export file (- for stdout/stdin).")]
 
@@ -109,3 +112,32 @@ def import_(ctx: typer.Context, file: File, json_output: Json = False) -> None:
         markup=False,
         highlight=False,
     )
+
+
+def rollback(ctx: typer.Context, file: File, yes: Yes = False, json_output: Json = False) -> None:
+    """Roll a scope back to FILE, its `memory export`; asks before replacing or forgetting."""
+    scope = _open(ctx, None, None, access=Access.CREATE, embed=True)
+    backend = scope.store.backend
+    plan = restore_plan(backend, file)
+    summary = (
+        f"{plan.namespace} as of {plan.exported_at}: {len(plan.add)} to add back, "
+        f"{len(plan.replace)} to replace, {len(plan.forget)} to forget"
+    )
+    if plan.destructive:
+        confirm = make_confirm(yes or settings(ctx).yes)
+        if not confirm(ConfirmationRequest("rollback", f"Roll back {summary}?", ())):
+            raise ConfirmationDeclined("rollback", f"rolling back {plan.namespace}")
+    restore_scope(backend, plan)
+    if _json(ctx, json_output):
+        emit_json(
+            {
+                "scope": plan.namespace,
+                "snapshot": plan.exported_at,
+                "added": [item.id for item in plan.add],
+                "replaced": [item.id for item in plan.replace],
+                "forgotten": list(plan.forget),
+                "unchanged": plan.unchanged,
+            }
+        )
+        return
+    console().print(f"rolled back {summary}", markup=False, highlight=False)

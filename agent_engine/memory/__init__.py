@@ -41,8 +41,11 @@ from agent_engine.memory.export import (
     EXPORT_VERSION,
     ExportReport,
     ImportReport,
+    RestorePlan,
     export_store,
     import_store,
+    restore_plan,
+    restore_scope,
 )
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.faiss import set_default_store as _set_default_store
@@ -94,6 +97,7 @@ __all__ = [
     "MemoryBackend",
     "OpenOptions",
     "RedisBackend",
+    "RestorePlan",
     "SQLAlchemyBackend",
     "ScopeVersions",
     "SearchHit",
@@ -105,4 +109,6 @@ __all__ = [
     "get_backend",
     "import_store",
     "register_backend",
+    "restore_plan",
+    "restore_scope",
 ]

@@ -47,7 +47,7 @@ from agent_engine.filters import Condition, Op
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.memory.copy import COPY_BATCH, check_vectors_fit, pages
-from agent_engine.models import AuditEvent, ContextItem, Tier, utcnow
+from agent_engine.models import AuditAction, AuditEvent, ContextItem, Tier, utcnow
 from agent_engine.serde import from_dict, to_dict
 
 __all__ = [
@@ -55,8 +55,11 @@ __all__ = [
     "EXPORT_VERSION",
     "ExportReport",
     "ImportReport",
+    "RestorePlan",
     "export_store",
     "import_store",
+    "restore_plan",
+    "restore_scope",
 ]
 
 EXPORT_FORMAT: Final = "agent_engine.export"
@@ -197,6 +200,115 @@ def import_store(
     return report
 
 
+@attrs.frozen(kw_only=True)
+class RestorePlan:
+    """What restoring a scope's snapshot changes: what it adds, replaces and forgets.
+
+    ``exported_at`` is when the snapshot was taken (its header's time, as written).
+    """
+
+    namespace: str
+    tier: Tier
+    exported_at: str
+    add: tuple[ContextItem, ...]
+    replace: tuple[ContextItem, ...]
+    forget: tuple[str, ...]
+    unchanged: int
+    aliases: Mapping[str, tuple[str, ...]]
+    conflicts: tuple[Conflict, ...]
+
+    @property
+    def destructive(self) -> bool:
+        """Whether the restore replaces or forgets memories (what a caller should confirm)."""
+        return bool(self.replace or self.forget)
+
+
+def restore_plan(target: MemoryBackend, source: IO[str] | Path | str) -> RestorePlan:
+    """Read a scope's snapshot (an export of one namespace and tier) and plan its restore.
+
+    Checks the file as :func:`import_store` does and writes nothing, so a caller can show
+    what :func:`restore_scope` would do and ask first.
+    """
+    parsed = _read(source)
+    if parsed.namespace is None or parsed.tier is None:
+        raise ExportFileError(
+            "line 1: a snapshot holds one scope (a namespace and a tier); this file holds "
+            f"{'a whole store' if parsed.namespace is None else 'every tier of a namespace'}",
+            field="line",
+            line=1,
+        )
+    check_vectors_fit(parsed.identity, target)
+    scope = _scope(parsed.namespace, parsed.tier)
+    now = {item.id: item for batch in pages(target, COPY_BATCH, scope) for item in batch}
+    kept = {item.id for item in parsed.items}
+    return RestorePlan(
+        namespace=parsed.namespace,
+        tier=parsed.tier,
+        exported_at=parsed.exported_at,
+        add=tuple(item for item in parsed.items if item.id not in now),
+        replace=tuple(
+            item for item in parsed.items if item.id in now and not _same(now[item.id], item)
+        ),
+        forget=tuple(sorted(item_id for item_id in now if item_id not in kept)),
+        unchanged=sum(1 for item in parsed.items if item.id in now and _same(now[item.id], item)),
+        aliases={
+            term: tuple(expansions)
+            for namespace, term, expansions in parsed.aliases
+            if namespace == parsed.namespace
+        },
+        conflicts=tuple(parsed.conflicts),
+    )
+
+
+def restore_scope(target: MemoryBackend, plan: RestorePlan) -> RestorePlan:
+    """Make the plan's scope what its snapshot held; return the plan carried out.
+
+    Its items become the snapshot's, whole: the ones added or changed since are replaced or
+    forgotten, the ones the snapshot holds and the scope lost come back, and the scope's
+    aliases become the snapshot's. Added and replaced items are one write; the forgotten
+    ones are deleted after it (and their conflicts with them); each is journaled, with the
+    snapshot's time. Restoring again converges: a restore cut short is finished by running
+    it again.
+    """
+    if plan.add or plan.replace:
+        target.write(add=plan.add, update=plan.replace)
+    if plan.forget:
+        target.delete_many(plan.forget)
+    conflicts = [c for c in plan.conflicts if target.conflicts.get(c.id) is None]
+    if conflicts:
+        target.conflicts.record(conflicts)
+    held = target.aliases.of_namespace(plan.namespace)
+    for term in held:
+        if term not in plan.aliases:
+            target.aliases.remove(plan.namespace, term)
+    for term, expansions in plan.aliases.items():
+        extra = [e for e in held.get(term, ()) if e not in expansions]
+        if extra:
+            target.aliases.remove(plan.namespace, term, extra)
+        target.aliases.add(plan.namespace, term, expansions)
+    detail = {"snapshot": plan.exported_at}
+    written = [item.id for item in (*plan.add, *plan.replace)]
+    for action, ids in ((AuditAction.UPDATE, written), (AuditAction.DELETE, list(plan.forget))):
+        if ids:
+            target.audit.append(
+                AuditEvent(
+                    action=action,
+                    tier=plan.tier,
+                    namespace=plan.namespace,
+                    item_ids=tuple(ids),
+                    detail=detail,
+                )
+            )
+    get_logger(component="restore").info(
+        "scope restored",
+        namespace=plan.namespace,
+        added=len(plan.add),
+        replaced=len(plan.replace),
+        forgotten=len(plan.forget),
+    )
+    return plan
+
+
 # ---------------------------------------------------------------------------- writing
 
 
@@ -279,6 +391,9 @@ def _events(source: MemoryBackend, namespace: str | None, tier: Tier | None) -> 
 
 @attrs.frozen
 class _Parsed:
+    namespace: str | None
+    tier: Tier | None
+    exported_at: str
     identity: EmbedderIdentity | None
     items: list[ContextItem]
     conflicts: list[Conflict]
@@ -326,7 +441,15 @@ def _parse(stream: Iterable[str]) -> _Parsed:
             if not header["vectors"]:
                 items = [attrs.evolve(item, embedding=None) for item in items]
             return _Parsed(
-                _identity(header), items, found[_CONFLICT], found[_EVENT], found[_ALIAS], where
+                namespace=header.get("namespace"),
+                tier=None if header.get("tier") is None else Tier(header["tier"]),
+                exported_at=str(header.get("exported_at", "")),
+                identity=_identity(header),
+                items=items,
+                conflicts=found[_CONFLICT],
+                events=found[_EVENT],
+                aliases=found[_ALIAS],
+                lines=where,
             )
         digest.update(line.encode("utf-8"))
         value = _decode(number, kind, record.get("data"))
@@ -366,6 +489,16 @@ def _header(first: tuple[int, str] | None, digest: Any) -> dict[str, Any]:
         )
     if not isinstance(header.get("vectors"), bool):
         raise ExportFileError("line 1: the header says nothing of vectors", field="line", line=1)
+    namespace, tier = header.get("namespace"), header.get("tier")
+    if not (namespace is None or isinstance(namespace, str)) or tier not in (
+        None,
+        *(t.value for t in Tier),
+    ):
+        raise ExportFileError(
+            f"line 1: the header's scope is not one (namespace {namespace!r}, tier {tier!r})",
+            field="line",
+            line=1,
+        )
     digest.update(line.encode("utf-8"))
     return header
 

@@ -72,3 +72,17 @@ def test_a_damaged_file_is_one_line_and_imports_nothing(sql_cli, tmp_path):
     assert "hash does not match" in result.err
     assert len(result.err.strip().splitlines()) == 1
     assert run(other, "memory", "list") == []
+
+
+def test_rollback_to_an_export_asks_first(sql_cli, tmp_path):
+    """What was added since the export is forgotten, once approved; unanswered, nothing moves."""
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Prices are integer cents")
+    path = tmp_path / "snapshot.jsonl"
+    run(sql_cli, "memory", "export", str(path))
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Tabs, not spaces")
+    declined = sql_cli("--embedder", "hashing", "memory", "rollback", str(path))
+    assert declined.code != 0
+    assert len(run(sql_cli, "memory", "list")) == 2
+    done = run(sql_cli, "--embedder", "hashing", "memory", "rollback", str(path), "--yes")
+    assert (done["added"], len(done["forgotten"]), done["unchanged"]) == ([], 1, 1)
+    assert [item["text"] for item in run(sql_cli, "memory", "list")] == ["Prices are integer cents"]

@@ -21,10 +21,17 @@ from agent_engine import (
     InMemoryBackend,
     MemoryStores,
     Tier,
+    View,
     to_dict,
 )
 from agent_engine.errors import CopyIncompleteError
-from agent_engine.memory.export import EXPORT_VERSION, export_store, import_store
+from agent_engine.memory.export import (
+    EXPORT_VERSION,
+    export_store,
+    import_store,
+    restore_plan,
+    restore_scope,
+)
 
 T0 = datetime(2024, 4, 1, 9, tzinfo=UTC)
 
@@ -218,3 +225,45 @@ def test_a_write_failing_midway_takes_the_items_back(embedder):
         import_store(target, io.StringIO(_exported(source)))
     assert target.count() == 0
     assert target.conflicts.of_scope("project:shop", Tier.PROJECT, include_resolved=True) == []
+
+
+def _scope_state(backend, namespace: str) -> tuple:
+    items = [
+        to_dict(i) for i in backend.query({"namespace": namespace}, limit=None, order_by="+id")
+    ]
+    return items, backend.aliases.of_namespace(namespace)
+
+
+def test_a_project_goes_back_to_its_snapshot(backend_kind, open_backend, embedder, tmp_path):
+    """Changes since the snapshot are undone, what was lost comes back; nothing else moves."""
+    backend = open_backend(backend_kind, embedder)
+    _fill(backend)
+    path = tmp_path / "shop.jsonl"
+    export_store(backend, path, namespace="project:shop", tier=Tier.PROJECT)
+    taken, blog = _scope_state(backend, "project:shop"), _scope_state(backend, "project:blog")
+    shop = MemoryStores(backend, confirm=lambda _request: True).project_store("shop")
+    added = shop.add_decision("Use tabs.")
+    lost = shop.query({"kind": "convention"}, limit=1)[0]
+    shop.forget(lost.id)
+    pattern = shop.query({"kind": "pattern"}, limit=None, view=View.ALL)[0]
+    shop.restore(pattern.id)
+    shop.remove_alias("k8s")
+    shop.add_alias("db", ["database"])
+
+    plan = restore_plan(backend, path)
+    assert plan.destructive
+    assert ([i.id for i in plan.add], plan.forget) == ([lost.id], (added.id,))
+    assert [i.id for i in plan.replace] == [pattern.id]
+    restore_scope(backend, plan)
+    assert _scope_state(backend, "project:shop") == taken
+    assert _scope_state(backend, "project:blog") == blog
+    again = restore_plan(backend, path)
+    assert (again.add, again.replace, again.forget) == ((), (), ())
+    assert not again.destructive
+
+
+def test_a_whole_store_is_no_snapshot(embedder):
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    with pytest.raises(ExportFileError, match="one scope"):
+        restore_plan(source, io.StringIO(_exported(source)))
