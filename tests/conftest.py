@@ -204,3 +204,24 @@ def open_backend(request, tmp_path) -> Iterator[BackendOpener]:
 def backend_kind(request) -> str:
     """Each kind of backend in turn: a test (or fixture) that asks for it runs on every kind."""
     return request.param
+
+
+def failing_aliases(backend: Any, method: str) -> Any:
+    """``backend``, its alias store's ``method`` raising ``BackendError`` (the rest unchanged).
+
+    A backend whose alias table went away mid-run: what builds and imports must survive.
+    """
+    from agent_engine.errors import BackendError  # noqa: PLC0415
+
+    store = backend._alias_store
+
+    class Failing:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+    def fail(*_args: Any, **_kwargs: Any) -> Any:
+        raise BackendError("the alias table is gone", backend="test")
+
+    setattr(Failing, method, fail)
+    backend._alias_store = Failing()
+    return backend

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Final, Protocol, Self, cast, runtime_checkable
+from typing import Final, Protocol, Self, TypeVar, cast, runtime_checkable
 
 import attrs
 import numpy as np
@@ -363,6 +363,21 @@ class AsyncReads(Protocol):
         ...
 
 
+_S = TypeVar("_S")
+
+
+def _kept(backend: object, store: _S | None, what: str, attribute: str, in_memory: str) -> _S:
+    """A store a backend keeps beside its items, or the error saying the backend set none."""
+    if store is None:
+        name = type(backend).__name__
+        raise BackendError(
+            f"{name} keeps no {what}: a backend must set {attribute} to the {what} kept with "
+            f"its items ({in_memory} for items that live only in the process)",
+            backend=name,
+        )
+    return store
+
+
 class BaseBackend(abc.ABC):
     """Checks arguments and derives conveniences; subclasses implement the storage primitives.
 
@@ -397,14 +412,7 @@ class BaseBackend(abc.ABC):
         persists with its items. A backend that set none raises
         :class:`~agent_engine.errors.BackendError`.
         """
-        if self._audit_store is None:
-            raise BackendError(
-                f"{type(self).__name__} keeps no journal: a backend must set _audit_store to "
-                "the journal kept with its items (InMemoryAuditStore for items that live only "
-                "in the process)",
-                backend=type(self).__name__,
-            )
-        return self._audit_store
+        return _kept(self, self._audit_store, "journal", "_audit_store", "InMemoryAuditStore")
 
     @property
     def conflicts(self) -> ConflictStore:
@@ -416,14 +424,9 @@ class BaseBackend(abc.ABC):
         erasing an item removes the conflicts naming it in the same write. A backend that set
         none raises :class:`~agent_engine.errors.BackendError`.
         """
-        if self._conflict_store is None:
-            raise BackendError(
-                f"{type(self).__name__} keeps no conflict store: a backend must set "
-                "_conflict_store to the conflicts kept with its items (InMemoryConflictStore "
-                "for items that live only in the process)",
-                backend=type(self).__name__,
-            )
-        return self._conflict_store
+        return _kept(
+            self, self._conflict_store, "conflict store", "_conflict_store", "InMemoryConflictStore"
+        )
 
     @property
     def aliases(self) -> AliasStore:
@@ -434,14 +437,7 @@ class BaseBackend(abc.ABC):
         it persists with its items. A backend that set none raises
         :class:`~agent_engine.errors.BackendError`.
         """
-        if self._alias_store is None:
-            raise BackendError(
-                f"{type(self).__name__} keeps no alias store: a backend must set "
-                "_alias_store to the aliases kept with its items (InMemoryAliasStore for "
-                "items that live only in the process)",
-                backend=type(self).__name__,
-            )
-        return self._alias_store
+        return _kept(self, self._alias_store, "alias store", "_alias_store", "InMemoryAliasStore")
 
     # ------------------------------------------------------------------ primitives
 

@@ -10,6 +10,7 @@ import pytest
 from agent_engine import BackendError, ContextRequest, InMemoryBackend, Task, Tier
 from agent_engine.assembler import ContextAssembler
 from agent_engine.tiers import MemoryStores
+from tests.conftest import failing_aliases
 
 TASK = Task(id="t", project_id="p", user_id="u", description="")
 
@@ -64,26 +65,10 @@ def test_aliases_stay_in_their_project(assembler):
     assert assembler.project_store("p").aliases().terms == {}
 
 
-class _UnreadableAliases(InMemoryBackend):
-    """An in-memory backend whose alias store cannot be read."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        store = self._alias_store
-
-        class Failing:
-            def __getattr__(self, name):
-                return getattr(store, name)
-
-            def of_namespace(self, namespace):
-                raise BackendError("the alias table is gone", backend="test")
-
-        self._alias_store = Failing()
-
-
 def test_unreadable_aliases_leave_the_query_as_written():
     """The build goes on without aliases and says so; a strict build raises."""
-    assembler = ContextAssembler(MemoryStores(_UnreadableAliases(), confirm=lambda _r: True))
+    backend = failing_aliases(InMemoryBackend(), "of_namespace")
+    assembler = ContextAssembler(MemoryStores(backend, confirm=lambda _r: True))
     _said(assembler.project_store("p"), "notes", "We moved authentication to OAuth.")
     package = assembler.build_context(
         TASK, ContextRequest(query="authentication", budget_tokens=400)

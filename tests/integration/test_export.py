@@ -14,7 +14,6 @@ import attrs
 import pytest
 
 from agent_engine import (
-    BackendError,
     DimensionMismatchError,
     ExportFileError,
     HashingEmbedder,
@@ -32,6 +31,7 @@ from agent_engine.memory.export import (
     restore_plan,
     restore_scope,
 )
+from tests.conftest import failing_aliases
 
 T0 = datetime(2024, 4, 1, 9, tzinfo=UTC)
 
@@ -201,26 +201,11 @@ def test_vectors_of_another_size_are_refused(embedder):
     assert target.count() == 0
 
 
-class _AliasesFail(InMemoryBackend):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        store = self._alias_store
-
-        class Failing:
-            def __getattr__(self, name):
-                return getattr(store, name)
-
-            def add(self, *args):
-                raise BackendError("the alias table is gone", backend="test")
-
-        self._alias_store = Failing()
-
-
 def test_a_write_failing_midway_takes_the_items_back(embedder):
     """All or nothing: the items added before the failure are removed again."""
     source = InMemoryBackend(embedder=embedder)
     _fill(source)
-    target = _AliasesFail(embedder=embedder)
+    target = failing_aliases(InMemoryBackend(embedder=embedder), "add")
     with pytest.raises(CopyIncompleteError, match="were removed"):
         import_store(target, io.StringIO(_exported(source)))
     assert target.count() == 0
