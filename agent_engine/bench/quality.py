@@ -51,7 +51,9 @@ from agent_engine.assembler.query import DEFAULT_QUERY_BUILDER, QueryBuilder
 from agent_engine.assembler.rerank import RerankConfig
 from agent_engine.assembler.summary import SummaryConfig
 from agent_engine.bench.locomo import CATEGORIES, Conversation
+from agent_engine.bench.stress import STRESS
 from agent_engine.embeddings import Embedder
+from agent_engine.errors import ValidationError
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextRequest, Task, Tier
 from agent_engine.retrieval.text import analyze
@@ -129,6 +131,22 @@ class QualityConfig:
     """Measure every policy with this reranker stage too (rows ``<policy>+rerank``)."""
     ablations: bool = False
     """Measure the default policy again without each of its signals (rows ``hybrid-no-*``)."""
+    stress: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    """Measure each conversation's stressed copies too (:data:`~agent_engine.bench.stress.
+    STRESS` names), each reported as a group of its name; the other groups stay the plain
+    conversations'."""
+
+    @stress.validator
+    def _known_stress(
+        self, _attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]
+    ) -> None:
+        unknown = [name for name in value if name not in STRESS]
+        if unknown:
+            raise ValidationError(
+                f"unknown stress {unknown[0]!r}; choose from {', '.join(STRESS)}",
+                field="stress",
+                value=unknown[0],
+            )
 
     def variants(self) -> tuple[str, ...]:
         """The rows measured: each policy, and each with a summary or a reranker when set."""
@@ -246,54 +264,19 @@ def run_quality(
     config = config or QualityConfig()
     policies = with_ablations(policies) if config.ablations else policies
     records: list[dict[str, Any]] = []
-    for conversation in conversations:
-        plain, task = conversation_stores(conversation, embedder, counter, config, policies)
-        summarizing = _beside(plain, summary=config.summary)
-        assemblers = _variants(plain, summarizing, config)
-        texts = {item.id: item.text for item in conversation.items}
-        for question in conversation.questions:
-            evidence = set(question.evidence)
-            shared = overlap(question.text, (texts[t] for t in evidence if t in texts))
-            for variant in config.variants():
-                policy = variant.removesuffix(SUMMARY_SUFFIX).removesuffix(RERANK_SUFFIX)
-                assembler = assemblers[variant]
-                record: dict[str, Any] = {
-                    "overlap": shared,
-                    "conversation": conversation.index,
-                    "split": split_of(conversation.index),
-                    "category": question.category,
-                    "policy": variant,
-                    "recall": {},
-                    "full": {},
-                    "answer": {},
-                }
-                if assembler is summarizing:
-                    record.update(items={}, shown={})
-                largest = None
-                for budget in sorted(config.budgets):
-                    package = assembler.build_context(
-                        task,
-                        ContextRequest(budget_tokens=budget, query=question.text, policy=policy),
-                    )
-                    included = {turn_id(selection) for selection in package.selections}
-                    found = len(evidence & included)
-                    if assembler is summarizing:
-                        fragments = summarized(package, evidence - included, texts)
-                        record["items"][budget] = found / len(evidence)
-                        record["shown"][budget] = sorted(fragments.values())
-                        found += len(fragments)
-                    record["recall"][budget] = found / len(evidence)
-                    record["full"][budget] = found == len(evidence)
-                    record["answer"][budget] = answered(package, question.answer)
-                    largest = package
-                if largest is not None:
-                    ranked = sorted(largest.selections, key=lambda s: (-s.score, turn_id(s)))
-                    for k in config.recall_at:
-                        top = {turn_id(s) for s in ranked[:k]}
-                        record["recall"][f"@{k}"] = len(evidence & top) / len(evidence)
-                records.append(record)
-            if progress is not None:
-                progress(1)
+    for original in conversations:
+        for stress in ("", *config.stress):
+            conversation = STRESS[stress](original) if stress else original
+            records += _measure(
+                conversation,
+                stress,
+                embedder=embedder,
+                counter=counter,
+                config=config,
+                policies=policies,
+            )
+        if progress is not None:
+            progress(1)
     return {
         "config": {
             **attrs.asdict(config),
@@ -304,6 +287,66 @@ def run_quality(
         "records": records,
         "summary": summarize(records, config),
     }
+
+
+def _measure(
+    conversation: Conversation,
+    stress: str,
+    *,
+    embedder: Embedder,
+    counter: TokenCounter,
+    config: QualityConfig,
+    policies: Mapping[str, Policy],
+) -> list[dict[str, Any]]:
+    """One conversation's records: each question, each row, every budget."""
+    records: list[dict[str, Any]] = []
+    plain, task = conversation_stores(conversation, embedder, counter, config, policies)
+    summarizing = _beside(plain, summary=config.summary)
+    assemblers = _variants(plain, summarizing, config)
+    texts = {item.id: item.text for item in conversation.items}
+    for question in conversation.questions:
+        evidence = set(question.evidence)
+        shared = overlap(question.text, (texts[t] for t in evidence if t in texts))
+        for variant in config.variants():
+            policy = variant.removesuffix(SUMMARY_SUFFIX).removesuffix(RERANK_SUFFIX)
+            assembler = assemblers[variant]
+            record: dict[str, Any] = {
+                "stress": stress,
+                "overlap": shared,
+                "conversation": conversation.index,
+                "split": split_of(conversation.index),
+                "category": question.category,
+                "policy": variant,
+                "recall": {},
+                "full": {},
+                "answer": {},
+            }
+            if assembler is summarizing:
+                record.update(items={}, shown={})
+            largest = None
+            for budget in sorted(config.budgets):
+                package = assembler.build_context(
+                    task,
+                    ContextRequest(budget_tokens=budget, query=question.text, policy=policy),
+                )
+                included = {turn_id(selection) for selection in package.selections}
+                found = len(evidence & included)
+                if assembler is summarizing:
+                    fragments = summarized(package, evidence - included, texts)
+                    record["items"][budget] = found / len(evidence)
+                    record["shown"][budget] = sorted(fragments.values())
+                    found += len(fragments)
+                record["recall"][budget] = found / len(evidence)
+                record["full"][budget] = found == len(evidence)
+                record["answer"][budget] = answered(package, question.answer)
+                largest = package
+            if largest is not None:
+                ranked = sorted(largest.selections, key=lambda s: (-s.score, turn_id(s)))
+                for k in config.recall_at:
+                    top = {turn_id(s) for s in ranked[:k]}
+                    record["recall"][f"@{k}"] = len(evidence & top) / len(evidence)
+            records.append(record)
+    return records
 
 
 def _variants(
@@ -382,21 +425,36 @@ def summarized(
     return shown
 
 
-def _groups() -> list[tuple[str, Callable[[dict[str, Any]], bool]]]:
-    """The groups of questions each row reports: overall, per category, low overlap."""
+def _groups(config: QualityConfig) -> list[tuple[str, Callable[[dict[str, Any]], bool]]]:
+    """The groups each row reports.
+
+    Overall, per category and low overlap, of the plain conversations; and overall on each
+    stressed copy measured.
+    """
     return [
-        ("overall", lambda record: record["category"] in OVERALL),
+        ("overall", lambda record: _plain(record) and record["category"] in OVERALL),
         *((CATEGORIES[category], _in_category(category)) for category in sorted(CATEGORIES)),
         (LOW_OVERLAP, _low_overlap),
+        *((stress, _stressed(stress)) for stress in config.stress),
     ]
 
 
+def _plain(record: dict[str, Any]) -> bool:
+    return not record.get("stress")
+
+
 def _in_category(category: int) -> Callable[[dict[str, Any]], bool]:
-    return lambda record: record["category"] == category
+    return lambda record: _plain(record) and record["category"] == category
 
 
 def _low_overlap(record: dict[str, Any]) -> bool:
-    return bool(record["category"] in OVERALL and record["overlap"] <= LOW_OVERLAP_SHARE)
+    return bool(
+        _plain(record) and record["category"] in OVERALL and record["overlap"] <= LOW_OVERLAP_SHARE
+    )
+
+
+def _stressed(stress: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda record: record.get("stress") == stress and record["category"] in OVERALL
 
 
 def overlap(question: str, evidence: Iterable[str]) -> float:
@@ -419,7 +477,7 @@ def summarize(records: Sequence[dict[str, Any]], config: QualityConfig) -> dict[
             if not mine:
                 continue
             entry: dict[str, Any] = {}
-            for group, belongs in _groups():
+            for group, belongs in _groups(config):
                 chosen = [r for r in mine if belongs(r)]
                 if not chosen:
                     continue

@@ -29,6 +29,7 @@ from agent_engine.bench.quality import QualityConfig, run_quality
 from agent_engine.bench.querying import QueryBenchConfig, run_query_building
 from agent_engine.bench.redaction import RedactionBenchConfig, run_redaction
 from agent_engine.bench.report import write_report
+from agent_engine.bench.stress import STRESS
 from agent_engine.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter, TransformersTokenCounter
 
@@ -335,6 +336,12 @@ def _quality_arguments(parser: Any) -> None:
         "the adaptive fusion (hybrid-adaptive)",
     )
     parser.add_argument(
+        "--stress",
+        default="",
+        help="quality: also measure stressed copies of each conversation, each a group of its "
+        f"own (comma-separated: {', '.join(STRESS)})",
+    )
+    parser.add_argument(
         "--reranker",
         type=Path,
         default=None,
@@ -521,6 +528,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             drop_archive=args.drop_archive,
             summary=_summary(args),
             ablations=args.ablations,
+            stress=tuple(name for name in args.stress.split(",") if name),
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),

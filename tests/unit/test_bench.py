@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import attrs
 import pytest
@@ -29,9 +30,11 @@ from agent_engine.bench.quality import (
 )
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import SuiteOptions, main, parse_ints, parse_options
+from agent_engine.bench.stress import STRESS, full_names, short_messages
 from agent_engine.bench.synthetic import MAX_PINNED, generate
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.models import ContextItem
 from agent_engine.tokens import DEFAULT_COUNTER
 
 SAMPLE = {
@@ -423,3 +426,60 @@ class TestConflictsPart:
         assert results["conflicts"]["set"]["positives"] == 40
         assert results["conflicts"]["classifier_only"]["true_positives"] == 30
         assert all(row["add_cost_ratio"] > 0 for row in rows)
+
+
+class TestStress:
+    def test_full_names_relabel_the_speakers_and_keep_the_questions(self, data):
+        (conversation,) = locomo.load(data)
+        renamed = full_names(conversation)
+        assert [item.source for item in renamed.items[:2]] == ["Ann Ellis", "Bob Moreno"]
+        assert renamed.items[0].text == "Ann Ellis: I adopted a cat named Miso."
+        assert [i.id for i in renamed.items] == [i.id for i in conversation.items]
+        assert renamed.questions == conversation.questions
+
+    def test_short_messages_split_turns_and_their_evidence(self):
+        """A turn of two sentences is two messages, both evidence; one sentence stays whole."""
+        start = datetime(2024, 1, 1, tzinfo=UTC)
+        turns = (
+            ContextItem(
+                id="c:D1:1",
+                kind="turn",
+                text="Ann: Hi. I moved to Oslo!",
+                source="Ann",
+                timestamp=start,
+            ),
+            ContextItem(
+                id="c:D1:2",
+                kind="turn",
+                text="Bob: Nice",
+                source="Bob",
+                timestamp=start + timedelta(seconds=1),
+            ),
+        )
+        question = locomo.Question("Where did Ann move?", 4, ("c:D1:1",))
+        conversation = locomo.Conversation("c", 0, turns, (question,), start)
+        split = short_messages(conversation)
+        assert [(i.id, i.text) for i in split.items] == [
+            ("c:D1:1", "Ann: Hi."),
+            ("c:D1:1#1", "Ann: I moved to Oslo!"),
+            ("c:D1:2", "Bob: Nice"),
+        ]
+        assert [i.timestamp for i in split.items] == sorted(i.timestamp for i in split.items)
+        assert split.questions[0].evidence == ("c:D1:1", "c:D1:1#1")
+
+    def test_stressed_copies_are_groups_of_their_own(self, data):
+        """The overall group stays the plain conversations'; each stress is reported apart."""
+        config = QualityConfig(
+            budgets=(4096,), policies=("hybrid",), live_turns=0, stress=tuple(STRESS)
+        )
+        result = run_quality(locomo.load(data), HashingEmbedder(dim=64), config=config)
+        row = result["summary"]["tuning (0-4)"]["hybrid"]
+        plain = [r for r in result["records"] if not r["stress"] and r["category"] in OVERALL]
+        assert row["overall"]["n"] == len(plain)
+        for stress in STRESS:
+            assert row[stress]["n"] == len(plain)
+
+    def test_an_unknown_stress_is_refused(self):
+        with pytest.raises(ValidationError) as info:
+            QualityConfig(stress=("typos",))
+        assert info.value.field == "stress"
