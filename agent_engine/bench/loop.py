@@ -6,7 +6,11 @@ and the loop only awaits. The part runs ``concurrency`` coroutines that each bui
 ``builds`` contexts (tasks of their own over shared projects, on the embedded SQLite default),
 while a heartbeat coroutine asks to wake every millisecond and records how late it wakes: a
 late wake-up is a stall every other coroutine of the loop suffers too. Reported per mode:
-builds per second and the heartbeat's lateness (p50, p99, max).
+builds per second, the heartbeat's lateness (p50, p99, max) and the longest garbage
+collection meanwhile (every thread waits for one). A last row runs the twin
+with the most workers again after ``gc.freeze()``: the longest stalls were full garbage
+collections of the whole heap (tens of milliseconds once a model and a store are loaded),
+which an application avoids by freezing its heap once it has started (``docs/async.md``).
 
 With ``reads_on`` (backend configurations), it also measures the backend twin's reads (a
 namespace's newest items, a few items by id, a count) the same way, on worker threads and
@@ -18,6 +22,7 @@ Run it with ``agent-engine bench loop`` (``docs/benchmarks.md``).
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import tempfile
 import time
@@ -37,10 +42,12 @@ from agent_engine.memory.backend import BaseBackend, MemoryBackend
 from agent_engine.memory.sql.backend import SQLAlchemyBackend
 from agent_engine.models import ContextRequest, Task
 
-__all__ = ["SYNC", "LoopBenchConfig", "run_loop", "run_reads", "table"]
+__all__ = ["FROZEN", "SYNC", "LoopBenchConfig", "run_loop", "run_reads", "table"]
 
 SYNC = "sync in the loop"
 """The baseline: the sync API called inside the coroutines."""
+FROZEN = "heap frozen"
+"""What the row measured after ``gc.freeze()`` is called."""
 
 TOPICS = ("deploy", "billing", "search", "auth", "export", "login", "cache", "queue")
 
@@ -70,14 +77,27 @@ def run_loop(embedder: Embedder, config: LoopBenchConfig = LoopBenchConfig()) ->
             tasks = _load(assembler, config)
             results = {SYNC: asyncio.run(_round(None, assembler, tasks, config))}
             for workers in config.workers:
-                mode = f"async twin, {workers} worker{'s' if workers > 1 else ''}"
-                results[mode] = asyncio.run(_round(workers, assembler, tasks, config))
+                results[_twin(workers)] = asyncio.run(_round(workers, assembler, tasks, config))
+            if config.workers:
+                most = max(config.workers)
+                gc.collect()
+                gc.freeze()  # what the application does once started: old objects leave the GC
+                try:
+                    results[f"{_twin(most)}, {FROZEN}"] = asyncio.run(
+                        _round(most, assembler, tasks, config)
+                    )
+                finally:
+                    gc.unfreeze()
         finally:
             backend.close()
     reads: dict[str, Any] = {}
     for name in config.reads_on:
         reads.update(run_reads(name, embedder, config))
     return {"config": attrs.asdict(config), "modes": results, "reads": reads}
+
+
+def _twin(workers: int) -> str:
+    return f"async twin, {workers} worker{'s' if workers > 1 else ''}"
 
 
 def _load(assembler: ContextAssembler, config: LoopBenchConfig) -> list[Task]:
@@ -198,13 +218,25 @@ async def _beside_heartbeat(
             await asyncio.sleep(config.tick)
             lateness.append(time.perf_counter() - start - config.tick)
 
+    pauses: list[float] = []
+    began: list[float] = []
+
+    def collecting(phase: str, _info: dict[str, Any]) -> None:
+        # The interpreter stops every thread while it collects: a pause the loop shares.
+        if phase == "start":
+            began.append(time.perf_counter())
+        elif began:
+            pauses.append(time.perf_counter() - began.pop())
+
     beat = asyncio.ensure_future(heartbeat())
     await asyncio.sleep(config.tick * 5)  # the heartbeat is running before the first call
+    gc.callbacks.append(collecting)
     start = time.perf_counter()
     try:
         await asyncio.gather(*(work(n) for n in range(coroutines)))
     finally:
         elapsed = time.perf_counter() - start
+        gc.callbacks.remove(collecting)
         done.set()
         await beat
     stalls = sorted(lateness)
@@ -214,6 +246,7 @@ async def _beside_heartbeat(
         "stall_p99_ms": stalls[min(len(stalls) - 1, int(len(stalls) * 0.99))] * 1000,
         "stall_max_ms": stalls[-1] * 1000,
         "wakeups": len(stalls),
+        "gc_max_ms": max(pauses, default=0.0) * 1000,
     }
 
 
@@ -228,12 +261,12 @@ def table(results: dict[str, Any]) -> list[str]:
             f"{config['tick'] * 1000:g} ms sleep:"
         ),
         "",
-        "| mode | builds/s | stall p50 ms | stall p99 ms | stall max ms |",
-        "|---|---:|---:|---:|---:|",
+        "| mode | builds/s | stall p50 ms | stall p99 ms | stall max ms | longest GC ms |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {mode} | {r['builds_per_s']:.1f} | {r['stall_p50_ms']:.2f} | "
-        f"{r['stall_p99_ms']:.2f} | {r['stall_max_ms']:.2f} |"
+        f"{r['stall_p99_ms']:.2f} | {r['stall_max_ms']:.2f} | {r['gc_max_ms']:.1f} |"
         for mode, r in results["modes"].items()
     ]
     reads = results.get("reads") or {}

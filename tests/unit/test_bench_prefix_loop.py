@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agent_engine.bench import locomo
-from agent_engine.bench.loop import SYNC, LoopBenchConfig, run_loop
+from agent_engine.bench.loop import FROZEN, SYNC, LoopBenchConfig, run_loop
 from agent_engine.bench.loop import table as loop_table
 from agent_engine.bench.prefix import FILLS, PrefixBenchConfig, prefix_share, run_prefix
 from agent_engine.bench.prefix import table as prefix_table
@@ -53,7 +53,12 @@ def test_prefix_part_measures_both_fills_on_the_demo_and_locomo(tmp_path):
 def test_loop_part_measures_the_sync_api_and_the_twin():
     config = LoopBenchConfig(items=40, concurrency=2, builds=2, workers=(1, 2))
     results = run_loop(HashingEmbedder(dim=32), config)
-    assert list(results["modes"]) == [SYNC, "async twin, 1 worker", "async twin, 2 workers"]
+    assert list(results["modes"]) == [
+        SYNC,
+        "async twin, 1 worker",
+        "async twin, 2 workers",
+        f"async twin, 2 workers, {FROZEN}",
+    ]
     for figures in results["modes"].values():
         assert figures["builds_per_s"] > 0
         assert 0 <= figures["stall_p50_ms"] <= figures["stall_p99_ms"] <= figures["stall_max_ms"]
