@@ -40,9 +40,15 @@ from typing import IO, Any, Final
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine._log import get_logger
 from agent_engine.embeddings import EmbedderIdentity
-from agent_engine.errors import AgentEngineError, CopyIncompleteError, ExportFileError
+from agent_engine.errors import (
+    AgentEngineError,
+    CopyIncompleteError,
+    ExportFileError,
+    ValidationError,
+)
 from agent_engine.filters import Condition, Op
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
@@ -117,6 +123,11 @@ def export_store(
     half file) or a text stream. ``vectors=False`` leaves the vectors out: a smaller file,
     re-embedded on import. ``progress(done, total)`` follows the items.
     """
+    namespace = None if namespace is None else _validate.identifier("namespace", namespace)
+    tier = None if tier is None else _validate.member("tier", Tier, tier)
+    batch_size = _validate.integer("batch_size", batch_size, minimum=1, maximum=_validate.MAX_COUNT)
+    if not isinstance(vectors, bool):
+        raise ValidationError("vectors must be True or False", field="vectors", value=vectors)
     scope = _scope(namespace, tier)
     identity = source.stored_identity() if vectors else None
     header = {
@@ -140,6 +151,10 @@ def export_store(
             with partial.open("w", encoding="utf-8") as stream:
                 counts = _write(stream, header, records)
             partial.replace(path)
+        except OSError as exc:
+            raise ExportFileError(
+                f"cannot write {path}: {exc.strerror or exc}", field="file", value=str(path)
+            ) from exc
         finally:
             partial.unlink(missing_ok=True)
     else:
@@ -372,7 +387,7 @@ def _scope(namespace: str | None, tier: Tier | None) -> tuple[Condition, ...]:
     if namespace is not None:
         conditions.append(Condition("namespace", Op.EQ, namespace))
     if tier is not None:
-        conditions.append(Condition("tier", Op.EQ, Tier(tier).value))
+        conditions.append(Condition("tier", Op.EQ, tier.value))
     return tuple(conditions)
 
 

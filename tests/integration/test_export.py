@@ -20,6 +20,7 @@ from agent_engine import (
     InMemoryBackend,
     MemoryStores,
     Tier,
+    ValidationError,
     View,
     to_dict,
 )
@@ -252,3 +253,28 @@ def test_a_whole_store_is_no_snapshot(embedder):
     _fill(source)
     with pytest.raises(ExportFileError, match="one scope"):
         restore_plan(source, io.StringIO(_exported(source)))
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        pytest.param({"namespace": ""}, "namespace", id="empty-namespace"),
+        pytest.param({"tier": "session"}, "tier", id="unknown-tier"),
+        pytest.param({"batch_size": 0}, "batch_size", id="no-batch"),
+        pytest.param({"vectors": "yes"}, "vectors", id="vectors-not-a-bool"),
+    ],
+)
+def test_bad_export_arguments_are_refused(embedder, tmp_path, options, field):
+    """A typed error naming the argument, and no file."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    with pytest.raises(ValidationError) as caught:
+        export_store(source, tmp_path / "out.jsonl", **options)
+    assert caught.value.field == field
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_path_is_a_typed_error(embedder, tmp_path):
+    source = InMemoryBackend(embedder=embedder)
+    with pytest.raises(ExportFileError, match="cannot write"):
+        export_store(source, tmp_path / "missing" / "out.jsonl")
