@@ -42,6 +42,7 @@ __all__ = [
     "AgentEngineError",
     "BackendError",
     "BackendUnavailableError",
+    "CheckpointNotFoundError",
     "ConfirmationDeclined",
     "ConflictNotFoundError",
     "CopyIncompleteError",
@@ -197,6 +198,16 @@ class ItemNotFoundError(AgentEngineError, LookupError):
         where = f" in namespace {namespace!r}" if namespace else ""
         super().__init__(f"no item with id {item_id!r}{where}")
         self.item_id = item_id
+        self.namespace = namespace
+
+
+class CheckpointNotFoundError(AgentEngineError, LookupError):
+    """No checkpoint has this id, or it belongs to another scope (which it never reveals)."""
+
+    def __init__(self, checkpoint_id: str, *, namespace: str | None = None) -> None:
+        where = f" in namespace {namespace!r}" if namespace else ""
+        super().__init__(f"no checkpoint with id {checkpoint_id!r}{where}")
+        self.checkpoint_id = checkpoint_id
         self.namespace = namespace
 
 

@@ -79,6 +79,9 @@ class AsyncTierStore(Generic[S]):
     pin = twin(TierStore.pin)
     unpin = twin(TierStore.unpin)
     conflicts = twin(TierStore.conflicts)
+    checkpoint = twin(TierStore.checkpoint)
+    checkpoints = twin(TierStore.checkpoints)
+    rollback = twin(TierStore.rollback)
     resolve = twin(TierStore.resolve)
 
 

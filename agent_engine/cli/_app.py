@@ -142,6 +142,7 @@ _memory.app.command(name="confirm")(_candidates.confirm)
 _memory.app.command(name="compact")(_compact.compact)
 _memory.app.command(name="export")(_transfer.export)
 _memory.app.command(name="import")(_transfer.import_)
+_memory.app.command(name="checkpoint")(_transfer.checkpoint)
 _memory.app.command(name="rollback")(_transfer.rollback)
 _memory.app.add_typer(
     _aliases.app, name="alias", short_help="A project's aliases: add, list or remove them."

@@ -1,4 +1,4 @@
-"""``agent-engine memory export/import/rollback``: a scope's memory to a file, and back.
+"""``agent-engine memory export/import/checkpoint/rollback``: a scope's memory saved, and back.
 
 ``memory export FILE`` writes the project's memory (``--tier global``: the user's, ``--task``:
 a task's, ``--store``: everything the store holds) to a versioned JSONL file (``-``: stdout),
@@ -6,7 +6,8 @@ with every memory in every state, the conflicts between them, their journal and 
 aliases (:mod:`agent_engine.memory.export`). ``memory import FILE`` checks the whole file and
 then adds what the store lacks: a file cut short or damaged is refused with the line at fault,
 and importing a file twice imports it once. ``memory rollback FILE`` makes a scope what its
-export (a snapshot) held: what changed since is replaced or forgotten, after asking.
+export (a snapshot) held, or ``--checkpoint ID`` what a ``memory checkpoint`` saved in the
+store: what changed since is replaced or forgotten, after asking.
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ from typing import Annotated
 
 import typer
 
-from agent_engine import ConfirmationDeclined, ConfirmationRequest, ValidationError
+from agent_engine import ConfirmationDeclined, ConfirmationRequest, ValidationError, to_dict
 from agent_engine.cli._confirm import make_confirm
 from agent_engine.cli._memory import Into, Json, Project, TaskOption, User, Yes, _json, _open
 from agent_engine.cli._output import console, emit_json, progress_bar
 from agent_engine.cli._settings import settings
 from agent_engine.cli._store import Access
 from agent_engine.memory import export_store, import_store, restore_plan, restore_scope
+from agent_engine.tiers.checkpoints import rollback_plan
 
-__all__ = ["export", "import_", "rollback"]
+__all__ = ["checkpoint", "export", "import_", "rollback"]
 
 File = Annotated[str, typer.Argument(metavar="FILE", help="The export file (- for stdout/stdin).")]
 
@@ -114,11 +116,36 @@ def import_(ctx: typer.Context, file: File, json_output: Json = False) -> None:
     )
 
 
-def rollback(ctx: typer.Context, file: File, yes: Yes = False, json_output: Json = False) -> None:
-    """Roll a scope back to FILE, its `memory export`; asks before replacing or forgetting."""
-    scope = _open(ctx, None, None, access=Access.CREATE, embed=True)
+def rollback(
+    ctx: typer.Context,
+    file: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[FILE]", help="A `memory export` of the scope.", show_default=False
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option("--checkpoint", metavar="ID", help="A checkpoint (`memory checkpoint`)."),
+    ] = None,
+    tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
+    task: TaskOption = None,
+    project: Project = None,
+    user: User = None,
+    yes: Yes = False,
+    json_output: Json = False,
+) -> None:
+    """Roll a scope back to FILE (its export) or to a checkpoint; asks before destroying."""
+    if (file is None) == (checkpoint is None):
+        raise ValidationError("give either FILE or --checkpoint ID (one of them)", field="file")
+    # A checkpoint holds its vectors; a file may not, and its items are embedded then.
+    scope = _open(ctx, project, user, access=Access.CREATE, embed=file is not None, task=task)
     backend = scope.store.backend
-    plan = restore_plan(backend, file)
+    if checkpoint is not None:
+        store = scope.task if scope.task is not None else scope.stores(tier)[0]
+        plan = rollback_plan(store, checkpoint)
+    else:
+        plan = restore_plan(backend, file or "")
     summary = (
         f"{plan.namespace} as of {plan.exported_at}: {len(plan.add)} to add back, "
         f"{len(plan.replace)} to replace, {len(plan.forget)} to forget"
@@ -141,3 +168,33 @@ def rollback(ctx: typer.Context, file: File, yes: Yes = False, json_output: Json
         )
         return
     console().print(f"rolled back {summary}", markup=False, highlight=False)
+
+
+def checkpoint(
+    ctx: typer.Context,
+    label: Annotated[str, typer.Option("--label", "-l", help="What it is before.")] = "",
+    listing: Annotated[
+        bool, typer.Option("--list", help="List the scope's checkpoints instead, newest first.")
+    ] = False,
+    tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
+    task: TaskOption = None,
+    project: Project = None,
+    user: User = None,
+    json_output: Json = False,
+) -> None:
+    """Save a scope as it is now (default: the project's), to roll back to; or --list them."""
+    scope = _open(ctx, project, user, access=Access.READ if listing else Access.CREATE, task=task)
+    store = scope.task if scope.task is not None else scope.stores(tier)[0]
+    found = store.checkpoints() if listing else [store.checkpoint(label)]
+    if _json(ctx, json_output):
+        emit_json([to_dict(c) for c in found] if listing else to_dict(found[0]))
+        return
+    for saved in found:
+        console().print(
+            f"{saved.id}  {saved.created_at.isoformat(timespec='seconds')}  {saved.items} "
+            f"memories of {saved.namespace}{f'  ({saved.label})' if saved.label else ''}",
+            markup=False,
+            highlight=False,
+        )
+    if listing and not found:
+        console().print(f"no checkpoints of {store.namespace}", markup=False)

@@ -5,8 +5,10 @@ its parts: :class:`BaseBackend` to subclass, the :class:`Written` and :class:`Se
 values its primitives and searches return, the journal it keeps
 (:class:`AuditStore`, :class:`InMemoryAuditStore`), the conflicts it keeps beside its items
 (:class:`ConflictStore`, :class:`InMemoryConflictStore`), the aliases users edit
-(:class:`AliasStore`, :class:`InMemoryAliasStore`), and the registry it joins
-(:func:`register_backend`) so the CLI opens it by URL and the cost benchmark measures it.
+(:class:`AliasStore`, :class:`InMemoryAliasStore`), the checkpoints it saves
+(:class:`CheckpointStore`, :class:`InMemoryCheckpointStore`, :class:`Checkpoint`), and the
+registry it joins (:func:`register_backend`) so the CLI opens it by URL and the cost benchmark
+measures it.
 The conformance suite that checks it is
 :class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` and ``RedisBackend``
 load on first use, so importing this package leaves SQLAlchemy and the Redis client unloaded.
@@ -30,6 +32,7 @@ from agent_engine.memory.backend import (
     SearchHit,
     Written,
 )
+from agent_engine.memory.checkpoints import Checkpoint, CheckpointStore, InMemoryCheckpointStore
 from agent_engine.memory.conflicts import (
     Conflict,
     ConflictStore,
@@ -81,6 +84,8 @@ __all__ = [
     "Backend",
     "BaseBackend",
     "COPY_BATCH",
+    "Checkpoint",
+    "CheckpointStore",
     "Configuration",
     "Conflict",
     "ConflictStore",
@@ -93,6 +98,7 @@ __all__ = [
     "InMemoryAliasStore",
     "InMemoryAuditStore",
     "InMemoryBackend",
+    "InMemoryCheckpointStore",
     "InMemoryConflictStore",
     "MemoryBackend",
     "OpenOptions",

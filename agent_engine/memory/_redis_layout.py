@@ -14,6 +14,8 @@ Per store:
 * ``v:<namespace>``: the change counter of each of the namespace's tiers;
 * ``l:<namespace>``: the namespace's aliases, each term's expansions as a JSON list, and
   ``aliased``: the namespaces that hold any (user-edited words: no expiry takes them);
+* ``k:<namespace>``: the namespace's checkpoints by id, and ``checkpoints``: each
+  checkpoint's namespace (saved states, not memory: no expiry takes them either);
 * ``namespaces``: every live namespace, scored by when it expires (an unscoped read visits
   each; writes drop the names whose time is long past);
 * ``meta``: the recorded embedder and a re-embedding under way.
@@ -126,6 +128,15 @@ class Keys:
     def aliases(self, namespace: str) -> str:
         """The hash of a namespace's aliases (term: JSON list of expansions)."""
         return f"{self.prefix}l:{namespace}"
+
+    def checkpoints(self, namespace: str) -> str:
+        """The hash of a namespace's checkpoints (id: record and saved state, as JSON)."""
+        return f"{self.prefix}k:{namespace}"
+
+    @property
+    def checkpoint_homes(self) -> str:
+        """The hash of every checkpoint's namespace, by id."""
+        return f"{self.prefix}checkpoints"
 
     @property
     def aliased(self) -> str:

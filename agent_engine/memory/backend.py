@@ -59,6 +59,7 @@ from agent_engine.memory.audit import (
     erasure_token,
     redact_value,
 )
+from agent_engine.memory.checkpoints import CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.models import (
     ArchiveReason,
@@ -181,6 +182,11 @@ class MemoryBackend(Protocol):
     @property
     def aliases(self) -> AliasStore:
         """Each namespace's aliases, which the user edits (kept with the items)."""
+        ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore:
+        """The scopes' saved states, to roll back to (kept with the items)."""
         ...
 
     @property
@@ -388,7 +394,8 @@ class BaseBackend(abc.ABC):
     processes may write also keeps change counters (:meth:`_scope_versions`) and returns the
     ones each write committed. The constructor sets ``_audit_store``, the journal kept with
     the items (see :attr:`audit`), ``_conflict_store``, the conflicts recorded between
-    them (see :attr:`conflicts`), and ``_alias_store``, the aliases (see :attr:`aliases`).
+    them (see :attr:`conflicts`), ``_alias_store``, the aliases (see :attr:`aliases`), and
+    ``_checkpoint_store``, the checkpoints (see :attr:`checkpoints`).
     :meth:`reembed` needs three more steps (``_reembed_begin``, ``_reembed_write``,
     ``_reembed_finish``), which a backend implements to support it.
     """
@@ -400,6 +407,7 @@ class BaseBackend(abc.ABC):
     _audit_store: AuditStore | None = None
     _conflict_store: ConflictStore | None = None
     _alias_store: AliasStore | None = None
+    _checkpoint_store: CheckpointStore | None = None
 
     @property
     def audit(self) -> AuditStore:
@@ -438,6 +446,22 @@ class BaseBackend(abc.ABC):
         :class:`~agent_engine.errors.BackendError`.
         """
         return _kept(self, self._alias_store, "alias store", "_alias_store", "InMemoryAliasStore")
+
+    @property
+    def checkpoints(self) -> CheckpointStore:
+        """The scopes' checkpoints (``_checkpoint_store``), kept where the items are.
+
+        Set as the alias store is: an
+        :class:`~agent_engine.memory.checkpoints.InMemoryCheckpointStore` for items that live
+        only in the process, else a store persisted with the items.
+        """
+        return _kept(
+            self,
+            self._checkpoint_store,
+            "checkpoint store",
+            "_checkpoint_store",
+            "InMemoryCheckpointStore",
+        )
 
     # ------------------------------------------------------------------ primitives
 
@@ -640,6 +664,9 @@ class BaseBackend(abc.ABC):
             return 0
         written = self._erase(ids, {i: given.get(i) or erasure_token(i) for i in ids})
         self._lexical_removed(ids, written)
+        if self._checkpoint_store is not None:
+            # A saved state naming an erased memory would keep its text: it goes too.
+            self._checkpoint_store.drop_holding(ids)
         self._flush_erased()
         return written.count
 

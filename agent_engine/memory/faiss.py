@@ -74,6 +74,7 @@ from agent_engine.memory.backend import (
     check_identity,
     check_vectors,
 )
+from agent_engine.memory.checkpoints import CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.models import ArchiveReason, ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalScope
@@ -190,6 +191,11 @@ class FaissBackend(BaseBackend):
     def aliases(self) -> AliasStore:
         """The record store's aliases: they persist where the items do."""
         return self.store.aliases
+
+    @property
+    def checkpoints(self) -> CheckpointStore:
+        """The record store's checkpoints: they persist where the items do."""
+        return self.store.checkpoints
 
     # ------------------------------------------------------------------ opening & saving
 

@@ -42,6 +42,7 @@ from agent_engine.errors import (
 from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, Order, parse_filter
 from agent_engine.memory.audit import erasure_token
 from agent_engine.memory.backend import MemoryBackend, embedding_text
+from agent_engine.memory.checkpoints import Checkpoint
 from agent_engine.memory.conflicts import Conflict, ConflictType
 from agent_engine.models import (
     MAX_COUNT,
@@ -1706,6 +1707,82 @@ class BackendConformance:
             backend.aliases.add(namespace, term, expansions)
         assert info.value.field == field
         assert backend.aliases.of_namespace("ns-0") == {"db": ("database",)}
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def test_checkpoints_round_trip(self, backend: MemoryBackend) -> None:
+        """A saved checkpoint comes back by id with its data, and listed in its scope.
+
+        If this fails, check the record's conversion (times, the tier) and that the data is
+        stored whole (it is export text: long, and any characters).
+        """
+        data = '{"format":"agent_engine.export"}\n' + "é" * 5000
+        older = Checkpoint(namespace="ns-0", tier=Tier.TASK, label="before", items=3, created_at=T0)
+        newer = Checkpoint(namespace="ns-0", tier=Tier.TASK, created_at=T0 + timedelta(hours=1))
+        backend.checkpoints.save(older, data)
+        backend.checkpoints.save(newer, "x")
+        assert backend.checkpoints.get(older.id) == older
+        assert backend.checkpoints.data(older.id) == data
+        assert backend.checkpoints.get("no-such-checkpoint") is None
+        assert backend.checkpoints.data("no-such-checkpoint") is None
+        assert backend.checkpoints.of_scope("ns-0", Tier.TASK) == [newer, older]
+        assert backend.checkpoints.delete(older.id) is True
+        assert backend.checkpoints.delete(older.id) is False
+        assert backend.checkpoints.of_scope("ns-0", Tier.TASK) == [newer]
+
+    def test_checkpoints_stay_in_their_scope(self, backend: MemoryBackend) -> None:
+        """A scope lists its own checkpoints only: not another namespace's, not another tier's."""
+        mine = Checkpoint(namespace="ns-0", tier=Tier.TASK, created_at=T0)
+        other_namespace = Checkpoint(namespace="ns-1", tier=Tier.TASK, created_at=T0)
+        other_tier = Checkpoint(namespace="ns-0", tier=Tier.PROJECT, created_at=T0)
+        for checkpoint in (mine, other_namespace, other_tier):
+            backend.checkpoints.save(checkpoint, "x")
+        assert backend.checkpoints.of_scope("ns-0", Tier.TASK) == [mine]
+        assert backend.checkpoints.of_scope("ns-1", Tier.TASK) == [other_namespace]
+        assert backend.checkpoints.of_scope("ns-0", Tier.PROJECT) == [other_tier]
+        assert backend.checkpoints.of_scope("ns-9", Tier.TASK) == []
+
+    def test_checkpoints_outlive_the_items(self, filled: MemoryBackend) -> None:
+        """A checkpoint is a saved state, not memory: clearing the items leaves it."""
+        checkpoint = Checkpoint(namespace="ns-0", tier=Tier.PROJECT, items=15)
+        filled.checkpoints.save(checkpoint, "saved")
+        filled.clear()
+        assert filled.checkpoints.get(checkpoint.id) == checkpoint
+        assert filled.checkpoints.data(checkpoint.id) == "saved"
+
+    def test_checkpoints_go_when_a_memory_they_hold_is_erased(self, filled: MemoryBackend) -> None:
+        """An erased memory leaves no text behind: the checkpoints naming it are deleted too.
+
+        If this fails, check that ``erase`` calls the checkpoint store's ``drop_holding``.
+        """
+        holding = Checkpoint(namespace="ns-0", tier=Tier.PROJECT)
+        other = Checkpoint(namespace="ns-0", tier=Tier.PROJECT)
+        filled.checkpoints.save(holding, '{"data":{"id":"item-00002","text":"memory number 2"}}')
+        filled.checkpoints.save(other, '{"data":{"id":"item-00020","text":"memory number 20"}}')
+        assert filled.checkpoints.drop_holding([]) == 0
+        filled.erase(["item-00002"])
+        assert filled.checkpoints.get(holding.id) is None
+        assert filled.checkpoints.get(other.id) == other
+
+    def test_checkpoints_refuse_bad_input(self, backend: MemoryBackend) -> None:
+        """A second save of an id, a non-checkpoint, non-text data, a bad id: refused, unchanged."""
+        checkpoint = Checkpoint(namespace="ns-0", tier=Tier.TASK)
+        backend.checkpoints.save(checkpoint, "first")
+        store: Any = backend.checkpoints  # the wrong types below are the point
+        attempts: list[tuple[Callable[[], object], str]] = [
+            (lambda: store.save(checkpoint, "again"), "id"),
+            (lambda: store.save("nope", "x"), "checkpoint"),
+            (lambda: store.save(Checkpoint(namespace="n", tier=Tier.TASK), 7), "data"),
+            (lambda: store.get(""), "checkpoint_id"),
+            (lambda: store.of_scope("ns-0", "nowhere"), "tier"),
+        ]
+        for bad, field in attempts:
+            with pytest.raises(ValidationError) as info:
+                bad()
+            assert info.value.field == field
+        assert backend.checkpoints.data(checkpoint.id) == "first"
+        assert backend.checkpoints.of_scope("ns-0", Tier.TASK) == [checkpoint]
+        assert backend.checkpoints.of_scope("n", Tier.TASK) == []
 
     # ------------------------------------------------------------------ properties
 

@@ -128,6 +128,7 @@ def sql_delete_all(url: str) -> None:
         with engine.begin() as connection:
             for table in (
                 "ae_aliases",
+                "ae_checkpoints",
                 "ae_conflicts",
                 "ae_item_tags",
                 "ae_items",

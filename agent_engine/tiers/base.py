@@ -39,7 +39,9 @@ from agent_engine.memory.backend import (
     SearchHit,
     item_batch,
 )
+from agent_engine.memory.checkpoints import Checkpoint
 from agent_engine.memory.conflicts import Conflict
+from agent_engine.memory.export import RestorePlan
 from agent_engine.models import (
     ArchiveReason,
     AuditAction,
@@ -53,6 +55,7 @@ from agent_engine.models import (
     with_archive_mark,
 )
 from agent_engine.redaction import DEFAULT_REDACTION, Redacted, RedactionPolicy
+from agent_engine.tiers import checkpoints as _checkpoints
 from agent_engine.tiers import conflicts as _conflicts
 from agent_engine.tiers._lifecycle import (
     ancestry,
@@ -923,6 +926,25 @@ class TierStore:
         return item
 
     # ------------------------------------------------------------------ conflicts
+
+    def checkpoint(self, label: str = "") -> Checkpoint:
+        """Save this scope as it is now (every item in every state, conflicts, aliases).
+
+        Roll back to it with :meth:`rollback`; see :mod:`agent_engine.tiers.checkpoints`.
+        """
+        return _checkpoints.take_checkpoint(self, label)
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """This scope's checkpoints, newest first."""
+        return _checkpoints.checkpoints_of(self)
+
+    def rollback(self, checkpoint_id: str) -> RestorePlan:
+        """Make this scope what the checkpoint saved; return what was added, replaced, forgotten.
+
+        Another scope's checkpoint, or an unknown id, raises
+        :class:`~agent_engine.errors.CheckpointNotFoundError` and changes nothing.
+        """
+        return _checkpoints.rollback(self, checkpoint_id)
 
     def conflicts(
         self, include_resolved: bool = False, *, limit: int | None = None

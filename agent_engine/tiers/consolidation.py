@@ -35,6 +35,7 @@ import attrs
 from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Tier
 from agent_engine.tiers.base import TierStore
+from agent_engine.tiers.checkpoints import forget_checkpoints
 from agent_engine.tiers.promotion import PromotionResult, promote
 from agent_engine.tiers.quarantine import CandidateReview
 from agent_engine.tiers.signals import (
@@ -184,6 +185,7 @@ def end_task(
         elif hold:
             held.append(candidate.item.id)
     removed = store.clear_except(held)
+    forget_checkpoints(store)  # nothing rolls back into an ended task
     return TaskEnd(
         namespace=store.namespace,
         removed=removed,

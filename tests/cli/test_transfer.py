@@ -86,3 +86,18 @@ def test_rollback_to_an_export_asks_first(sql_cli, tmp_path):
     done = run(sql_cli, "--embedder", "hashing", "memory", "rollback", str(path), "--yes")
     assert (done["added"], len(done["forgotten"]), done["unchanged"]) == ([], 1, 1)
     assert [item["text"] for item in run(sql_cli, "memory", "list")] == ["Prices are integer cents"]
+
+
+def test_checkpoint_and_roll_back_to_it(sql_cli):
+    """A checkpoint saved by one command is listed and rolled back to by the next ones."""
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Prices are integer cents")
+    saved = run(sql_cli, "memory", "checkpoint", "--label", "before the refactor")
+    assert (saved["label"], saved["items"]) == ("before the refactor", 1)
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Tabs, not spaces")
+    assert [c["id"] for c in run(sql_cli, "memory", "checkpoint", "--list")] == [saved["id"]]
+    done = run(sql_cli, "memory", "rollback", "--checkpoint", saved["id"], "--yes")
+    assert len(done["forgotten"]) == 1
+    assert [item["text"] for item in run(sql_cli, "memory", "list")] == ["Prices are integer cents"]
+    unknown = sql_cli("memory", "rollback", "--checkpoint", "no-such-checkpoint", "--yes")
+    assert unknown.code != 0
+    assert "no checkpoint with id 'no-such-checkpoint'" in unknown.err

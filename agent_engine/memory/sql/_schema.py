@@ -31,6 +31,8 @@ often or were refused, and lines of a backfill that were no event at all.
 
 ``ae_aliases`` holds each namespace's aliases (:mod:`agent_engine.memory.aliases`), a row per
 term and expansion: user-edited words, not memory, so no item's removal touches them.
+``ae_checkpoints`` holds each scope's checkpoints (:mod:`agent_engine.memory.checkpoints`):
+the saved state as export text, and what lists it (scope, label, time, item count).
 ``ae_conflicts`` holds the conflicts recorded between items of one scope
 (:mod:`agent_engine.memory.conflicts`). Both items are foreign keys that cascade, so whatever
 deletes an item (a delete, a clear, an erase) removes its conflicts in the same statement.
@@ -50,6 +52,7 @@ __all__ = [
     "aliases",
     "audit_events",
     "changes",
+    "checkpoints",
     "conflicts",
     "ingest_dead",
     "ingest_queue",
@@ -261,6 +264,26 @@ aliases = sa.Table(
     sa.Column("namespace", text_type(255), primary_key=True),
     sa.Column("term", text_type(MAX_ALIAS_LENGTH), primary_key=True),
     sa.Column("expansion", text_type(MAX_ALIAS_LENGTH), primary_key=True),
+)
+
+checkpoints = sa.Table(
+    "ae_checkpoints",
+    metadata,
+    sa.Column("id", text_type(255), primary_key=True),
+    sa.Column("namespace", text_type(255), nullable=False),
+    sa.Column("tier", text_type(16), nullable=False),
+    sa.Column("label", sa.Text(), nullable=False),
+    sa.Column("items", sa.Integer(), nullable=False),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("data", sa.Text(), nullable=False),
+)
+# A scope's checkpoints, newest first (what listing and rolling back read).
+sa.Index(
+    "ix_ae_checkpoints_namespace_tier_created_at",
+    checkpoints.c.namespace,
+    checkpoints.c.tier,
+    checkpoints.c.created_at,
+    checkpoints.c.id,
 )
 
 ingest_queue = sa.Table(

@@ -63,6 +63,7 @@ from agent_engine.memory.backend import (
     mixed_sizes,
     scope_filter,
 )
+from agent_engine.memory.checkpoints import CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.queue import QueueStore
 from agent_engine.memory.sql import _pgvector
@@ -70,6 +71,7 @@ from agent_engine.memory.sql import _snapshots as snapshots
 from agent_engine.memory.sql._aliases import SQLAliasStore
 from agent_engine.memory.sql._audit import SQLAuditStore, redact_events, redact_json
 from agent_engine.memory.sql._changes import forget as forget_changes
+from agent_engine.memory.sql._checkpoints import SQLCheckpointStore
 from agent_engine.memory.sql._conflicts import SQLConflictStore
 from agent_engine.memory.sql._engine import (
     IMMEDIATE,
@@ -115,6 +117,7 @@ from agent_engine.memory.sql._rows import (
 )
 from agent_engine.memory.sql._schema import (
     audit_events,
+    checkpoints,
     conflicts,
     item_tags,
     items,
@@ -216,6 +219,7 @@ class SQLAlchemyBackend(BaseBackend):
         self._audit_store: AuditStore = SQLAuditStore(self._read, self._write)
         self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
         self._alias_store: AliasStore = SQLAliasStore(self._read, self._write)
+        self._checkpoint_store: CheckpointStore = SQLCheckpointStore(self._read, self._write)
         self._queue_store = SQLQueueStore(self._read, self._write)
         self._files = self._index_files(index_path) if indexed else None
         wanted = next((f for f in (fulltext, from_url) if f is not None), False)
@@ -664,7 +668,15 @@ class SQLAlchemyBackend(BaseBackend):
 
     def _flush_erased(self) -> None:
         with self._guard, self._translating():
-            tables = (items, item_tags, audit_events, conflicts, scope_log, lexical_snapshots)
+            tables = (
+                items,
+                item_tags,
+                audit_events,
+                conflicts,
+                scope_log,
+                lexical_snapshots,
+                checkpoints,
+            )
             flush_erased(self._engine, [table.name for table in tables])
 
     def _select(self, where: Filter, order: Order, limit: int | None) -> list[ContextItem]:

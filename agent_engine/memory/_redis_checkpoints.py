@@ -1,0 +1,114 @@
+"""Checkpoints in the Redis backend: a hash per namespace, and where each id lives.
+
+``k:<namespace>`` maps each checkpoint's id to its record and saved state (JSON);
+``checkpoints`` maps every id to its namespace, so one is found by id in two reads. Like
+aliases, checkpoints are not memory: a namespace's expiry (the backend's ``ttl``) leaves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent_engine.errors import ValidationError
+from agent_engine.memory._redis_layout import Finish, Keys, Pipe, Runner, decode_json, encode_json
+from agent_engine.memory.checkpoints import (
+    Checkpoint,
+    check_checkpoint_id,
+    check_save,
+    check_scope,
+    mentions,
+    newest_first,
+)
+from agent_engine.models import Tier
+from agent_engine.serde import from_dict, to_dict
+
+__all__ = ["RedisCheckpointStore"]
+
+
+class RedisCheckpointStore:
+    """Implements :class:`~agent_engine.memory.checkpoints.CheckpointStore` in Redis."""
+
+    def __init__(self, runner: Runner, keys: Keys) -> None:
+        self._runner = runner
+        self._keys = keys
+
+    def save(self, checkpoint: Checkpoint, data: str) -> None:
+        """Store a new checkpoint with its data (one transaction)."""
+        checkpoint, data = check_save(checkpoint, data)
+        homes, key = self._keys.checkpoint_homes, self._keys.checkpoints(checkpoint.namespace)
+
+        def plan(pipe: Pipe) -> Finish[None]:
+            if pipe.hexists(homes, checkpoint.id):
+                raise ValidationError(
+                    f"a checkpoint with id {checkpoint.id!r} is saved already",
+                    field="id",
+                    value=checkpoint.id,
+                )
+            pipe.multi()
+            pipe.hset(
+                key, checkpoint.id, encode_json({"record": to_dict(checkpoint), "data": data})
+            )
+            pipe.hset(homes, checkpoint.id, checkpoint.namespace)
+            return lambda _: None
+
+        self._runner.transact([homes], plan)
+
+    def _stored(self, checkpoint_id: str) -> dict[str, Any] | None:
+        checkpoint_id = check_checkpoint_id(checkpoint_id)
+
+        def work(client: Any) -> dict[str, Any] | None:
+            home = client.hget(self._keys.checkpoint_homes, checkpoint_id)
+            if home is None:
+                return None
+            text = client.hget(self._keys.checkpoints(home), checkpoint_id)
+            return None if text is None else dict(decode_json(text))
+
+        return self._runner.read(work)
+
+    def get(self, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint with this id, or ``None``."""
+        stored = self._stored(checkpoint_id)
+        return None if stored is None else from_dict(Checkpoint, stored["record"])
+
+    def data(self, checkpoint_id: str) -> str | None:
+        """The saved memory of a checkpoint, or ``None``."""
+        stored = self._stored(checkpoint_id)
+        return None if stored is None else str(stored["data"])
+
+    def of_scope(self, namespace: str, tier: Tier) -> list[Checkpoint]:
+        """One scope's checkpoints, newest first."""
+        namespace, tier = check_scope(namespace, tier)
+        key = self._keys.checkpoints(namespace)
+        texts = self._runner.read(lambda client: client.hvals(key))
+        found = [from_dict(Checkpoint, decode_json(text)["record"]) for text in texts]
+        return newest_first([c for c in found if c.tier is tier])
+
+    def delete(self, checkpoint_id: str) -> bool:
+        """Forget a checkpoint; whether there was one."""
+        checkpoint_id = check_checkpoint_id(checkpoint_id)
+        homes = self._keys.checkpoint_homes
+
+        def plan(pipe: Pipe) -> Finish[bool]:
+            home = pipe.hget(homes, checkpoint_id)
+            pipe.multi()
+            if home is None:
+                return lambda _: False
+            pipe.hdel(self._keys.checkpoints(home), checkpoint_id)
+            pipe.hdel(homes, checkpoint_id)
+            return lambda _: True
+
+        return self._runner.transact([homes], plan)
+
+    def drop_holding(self, item_ids: Sequence[str]) -> int:
+        """Delete the checkpoints naming any of ``item_ids``; how many."""
+        sought = mentions(item_ids)
+        if not sought:
+            return 0
+        homes = self._runner.read(lambda client: client.hgetall(self._keys.checkpoint_homes))
+        dropped = 0
+        for checkpoint_id in homes:
+            stored = self._stored(checkpoint_id)
+            if stored is not None and any(m in stored["data"] for m in sought):
+                dropped += self.delete(checkpoint_id)
+        return dropped
