@@ -11,7 +11,7 @@ same packages.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from agent_engine.aio._offload import AsyncClosing, Offload, twin
 from agent_engine.aio.backend import AsyncMemoryBackend
@@ -23,9 +23,25 @@ from agent_engine.aio.tiers import (
 from agent_engine.assembler.assembler import ContextAssembler
 from agent_engine.assembler.slo import SLOStatus
 from agent_engine.errors import ValidationError
+from agent_engine.memory.backend import BaseBackend
 from agent_engine.models import Task, Tier
 
-__all__ = ["AsyncContextAssembler"]
+__all__ = ["LOCAL_WORKERS", "REMOTE_WORKERS", "AsyncContextAssembler", "default_workers"]
+
+LOCAL_WORKERS: Final = 1
+"""The twin's threads when every store works in the process (measured in ``bench loop``)."""
+REMOTE_WORKERS: Final = 4
+"""The twin's threads when a store's backend waits on a server."""
+
+
+def default_workers(assembler: ContextAssembler) -> int:
+    """How many threads suit ``assembler``'s backends (see :class:`AsyncContextAssembler`)."""
+    remote = any(
+        isinstance(backend, BaseBackend) and backend.remote
+        for backend in assembler.backends.values()
+    )
+    return REMOTE_WORKERS if remote else LOCAL_WORKERS
+
 
 R = TypeVar("R")
 
@@ -35,13 +51,21 @@ class AsyncContextAssembler(AsyncClosing):
 
     ``assembler``: the synchronous assembler to run (its stores, config and policies); or
     give the arguments of one (``AsyncContextAssembler(backend, config=...)``). ``workers``:
-    threads of the pool, the most calls that run at once. Close it (``await aclose()`` or
-    ``async with``) to stop the threads; the stores' backends stay open, as they belong to
-    whoever opened them.
+    threads of the pool, the most calls that run at once; by default
+    :data:`REMOTE_WORKERS` when a store's backend waits on a server (PostgreSQL, Redis: threads
+    overlap the waits), else :data:`LOCAL_WORKERS` (on SQLite or in memory a build holds the
+    GIL throughout, so one thread builds as fast and stalls the loop least). Close it
+    (``await aclose()`` or ``async with``) to stop the threads; the stores' backends stay
+    open, as they belong to whoever opened them.
     """
 
     def __init__(
-        self, assembler: ContextAssembler | Any = None, /, *, workers: int = 4, **settings: Any
+        self,
+        assembler: ContextAssembler | Any = None,
+        /,
+        *,
+        workers: int | None = None,
+        **settings: Any,
     ) -> None:
         if isinstance(assembler, ContextAssembler):
             if settings:
@@ -53,7 +77,7 @@ class AsyncContextAssembler(AsyncClosing):
             self.sync = assembler
         else:
             self.sync = ContextAssembler(assembler, **settings)
-        self.offload = Offload(workers)
+        self.offload = Offload(default_workers(self.sync) if workers is None else workers)
 
     @property
     def slo(self) -> SLOStatus | None:

@@ -463,6 +463,16 @@ class BaseBackend(abc.ABC):
             "InMemoryCheckpointStore",
         )
 
+    @property
+    def remote(self) -> bool:
+        """Whether calls wait on a server (PostgreSQL, Redis) rather than work in the process.
+
+        What sizes an async twin's thread pool (:mod:`agent_engine.aio`): threads overlap the
+        waits on a server, while work in the process holds the GIL, so a second thread only
+        takes turns with the first and stalls the event loop longer (``docs/async.md``).
+        """
+        return False
+
     # ------------------------------------------------------------------ primitives
 
     @abc.abstractmethod

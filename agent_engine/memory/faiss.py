@@ -280,6 +280,11 @@ class FaissBackend(BaseBackend):
             if self.index_path is not None and self._rows is not None:
                 self._rows.save(self.index_path)
 
+    @property
+    def remote(self) -> bool:
+        """As remote as the record store: the vectors are searched in the process."""
+        return isinstance(self.store, BaseBackend) and self.store.remote
+
     def close(self) -> None:
         """Save the index (with ``index_path``) and close the record store."""
         with self._lock:

@@ -688,6 +688,11 @@ class RedisBackend(BaseBackend):
             )
         return _AsyncReads(self, client)
 
+    @property
+    def remote(self) -> bool:
+        """Every call waits on the Redis server."""
+        return True
+
     def close(self) -> None:
         """Release the connections (dropping the keys first if ``temporary``)."""
         if self._runner.closed:

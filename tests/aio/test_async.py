@@ -20,6 +20,7 @@ from agent_engine import (
     ValidationError,
 )
 from agent_engine.aio import AsyncContextAssembler, AsyncMemoryBackend
+from agent_engine.aio.assembler import LOCAL_WORKERS, REMOTE_WORKERS
 from agent_engine.memory.sql import SQLAlchemyBackend
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
@@ -295,3 +296,16 @@ def test_closing_runs_the_calls_already_made():
     preference, decision = asyncio.run(main())
     assert decision.text.startswith("ship on Thursdays")
     assert preference.text == "tabs over spaces"
+
+
+def test_the_pool_fits_the_backend(backend, backend_kind):
+    """Threads overlap a server's waits; in the process one thread builds as fast."""
+    remote = backend_kind in {"postgresql", "pgvector", "redis"}
+    defaulted = AsyncContextAssembler(backend)
+    given = AsyncContextAssembler(backend, workers=3)
+    try:
+        assert defaulted.offload.workers == (REMOTE_WORKERS if remote else LOCAL_WORKERS)
+        assert given.offload.workers == 3
+    finally:
+        asyncio.run(defaulted.aclose())
+        asyncio.run(given.aclose())

@@ -961,6 +961,11 @@ class SQLAlchemyBackend(BaseBackend):
             check_open=self._check_open,
         )
 
+    @property
+    def remote(self) -> bool:
+        """A server's database (PostgreSQL) is remote; an embedded SQLite file is not."""
+        return self._dialect != "sqlite"
+
     def close(self) -> None:
         """Save the indexes (:meth:`save_indexes`), release the connection pool.
 
