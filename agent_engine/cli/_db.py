@@ -163,6 +163,7 @@ def _report_json(source: str, target: str, report: CopyReport) -> dict[str, Any]
         "events": report.events,
         "conflicts": report.conflicts,
         "aliases": report.aliases,
+        "checkpoints": report.checkpoints,
         "scopes": [
             {"namespace": namespace, "tier": tier.value, "items": count}
             for (namespace, tier), count in sorted(report.scopes.items())
@@ -222,8 +223,8 @@ def copy(
     console().print(
         Text(
             f"{origin.url} -> {copied.url}: copied {report.items} memories, "
-            f"{report.events} journal events, {report.conflicts} conflicts and "
-            f"{report.aliases} alias expansions; verified"
+            f"{report.events} journal events, {report.conflicts} conflicts, "
+            f"{report.aliases} alias expansions and {report.checkpoints} checkpoints; verified"
         ),
         soft_wrap=True,
     )

@@ -84,6 +84,19 @@ class RedisCheckpointStore:
         found = [from_dict(Checkpoint, decode_json(text)["record"]) for text in texts]
         return newest_first([c for c in found if c.tier is tier])
 
+    def all(self) -> list[Checkpoint]:
+        """Every scope's checkpoints, newest first."""
+
+        def work(client: Any) -> list[str]:
+            homes = client.hgetall(self._keys.checkpoint_homes)
+            texts: list[str] = []
+            for namespace in sorted(set(homes.values())):
+                texts += client.hvals(self._keys.checkpoints(namespace))
+            return texts
+
+        texts = self._runner.read(work)
+        return newest_first([from_dict(Checkpoint, decode_json(text)["record"]) for text in texts])
+
     def delete(self, checkpoint_id: str) -> bool:
         """Forget a checkpoint; whether there was one."""
         checkpoint_id = check_checkpoint_id(checkpoint_id)

@@ -82,10 +82,11 @@ class CheckpointStore(Protocol):
     ``save`` stores a new checkpoint and its data (an export's text); an id saved already
     raises :class:`~agent_engine.errors.ValidationError`. ``get`` returns a checkpoint by id
     or ``None``; ``data`` its saved text, or ``None``. ``of_scope`` lists one scope's
-    checkpoints newest first (ties by id, newest first). ``delete`` forgets a checkpoint and
-    returns whether there was one. ``drop_holding`` deletes every checkpoint whose saved state
-    names any of ``item_ids`` (as a JSON string anywhere in it) and returns how many: what an
-    erase calls, since a checkpoint would otherwise keep an erased memory's text.
+    checkpoints newest first (ties by id, newest first), ``all`` every scope's. ``delete``
+    forgets a checkpoint and returns whether there was one. ``drop_holding`` deletes every
+    checkpoint whose saved state names any of ``item_ids`` (as a JSON string anywhere in it)
+    and returns how many: what an erase calls, since a checkpoint would otherwise keep an
+    erased memory's text.
     """
 
     def save(self, checkpoint: Checkpoint, data: str) -> None:
@@ -102,6 +103,10 @@ class CheckpointStore(Protocol):
 
     def of_scope(self, namespace: str, tier: Tier) -> list[Checkpoint]:
         """One scope's checkpoints, newest first."""
+        ...
+
+    def all(self) -> list[Checkpoint]:
+        """Every scope's checkpoints, newest first (what a copy of the store takes along)."""
         ...
 
     def delete(self, checkpoint_id: str) -> bool:
@@ -180,6 +185,11 @@ class InMemoryCheckpointStore:
             return newest_first(
                 [c for c, _ in self._held.values() if (c.namespace, c.tier) == (namespace, tier)]
             )
+
+    def all(self) -> list[Checkpoint]:
+        """Every scope's checkpoints, newest first."""
+        with self._lock:
+            return newest_first([c for c, _ in self._held.values()])
 
     def delete(self, checkpoint_id: str) -> bool:
         """Forget a checkpoint; whether there was one."""

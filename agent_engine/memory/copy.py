@@ -13,12 +13,13 @@ MemoryBackend` protocol, so any registered backend is a source or a target:
   its two ids: both items are in the target by then, and no conflict is recorded twice.
 * **The journal** is copied next, newest page first; every event keeps its id and time, and
   every journal orders by ``(time, id)``, so the target lists the events in the same order.
-* **Aliases** last, namespace by namespace, each term with all its expansions in one write.
+* **Aliases** and **checkpoints** last: each term with all its expansions in one write, each
+  checkpoint with its saved state, oldest first.
 
 The copy refuses, before it writes anything, a target that holds items (two memories mixed
 are no longer either one), the source itself, and a target whose vectors (or embedder) are
 another embedder's. At the end it counts both sides (items per namespace and tier and per
-lifecycle state, events, conflicts, alias expansions) and raises
+lifecycle state, events, conflicts, alias expansions, checkpoints) and raises
 :class:`~agent_engine.errors.CopyIncompleteError` when they differ; the source is only read,
 so it is untouched whatever happens.
 """
@@ -78,6 +79,7 @@ class CopyReport:
     conflicts: int
     aliases: int
     """Alias expansions, over every namespace's terms."""
+    checkpoints: int
     scopes: Mapping[tuple[str, Tier], int]
     states: Mapping[str, int]
     identity: EmbedderIdentity | None
@@ -123,6 +125,8 @@ def copy_store(
         for namespace in source.aliases.namespaces():
             for term, expansions in source.aliases.of_namespace(namespace).items():
                 target.aliases.add(namespace, term, expansions)
+        for checkpoint in reversed(source.checkpoints.all()):
+            target.checkpoints.save(checkpoint, source.checkpoints.data(checkpoint.id) or "")
     except AgentEngineError as exc:
         raise CopyIncompleteError(
             f"the copy into {target!r} stopped ({exc}): the target is incomplete and should "
@@ -180,6 +184,13 @@ def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdent
         raise StoreNotEmptyError(
             f"{target!r} holds no items but {journal} journal events: copy into a new, "
             "empty store (the two journals would mix)",
+            target=repr(target),
+            count=0,
+        )
+    saved = len(target.checkpoints.all())
+    if saved:
+        raise StoreNotEmptyError(
+            f"{target!r} holds no items but {saved} checkpoints: copy into a new, empty store",
             target=repr(target),
             count=0,
         )
@@ -268,6 +279,7 @@ class _Counts:
     events: int
     conflicts: int
     aliases: int
+    checkpoints: int
     scopes: Mapping[tuple[str, Tier], int]
     states: Mapping[str, int]
 
@@ -285,6 +297,7 @@ def _counts(store: MemoryBackend, scopes: set[tuple[str, Tier]]) -> _Counts:
             for namespace in store.aliases.namespaces()
             for expansions in store.aliases.of_namespace(namespace).values()
         ),
+        checkpoints=len(store.checkpoints.all()),
         scopes={
             (namespace, tier): store.count({"namespace": namespace, "tier": tier.value})
             for namespace, tier in sorted(scopes)
@@ -309,6 +322,7 @@ def _verify(
             ("events", before.events, after.events),
             ("conflicts", before.conflicts, after.conflicts),
             ("alias expansions", before.aliases, after.aliases),
+            ("checkpoints", before.checkpoints, after.checkpoints),
             *(
                 (f"items of {namespace}/{tier.value}", count, after.scopes[namespace, tier])
                 for (namespace, tier), count in before.scopes.items()
@@ -331,6 +345,7 @@ def _verify(
         events=after.events,
         conflicts=after.conflicts,
         aliases=after.aliases,
+        checkpoints=after.checkpoints,
         scopes={scope: count for scope, count in after.scopes.items() if count},
         states=after.states,
         identity=identity,

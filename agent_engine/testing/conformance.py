@@ -1726,6 +1726,7 @@ class BackendConformance:
         assert backend.checkpoints.get("no-such-checkpoint") is None
         assert backend.checkpoints.data("no-such-checkpoint") is None
         assert backend.checkpoints.of_scope("ns-0", Tier.TASK) == [newer, older]
+        assert backend.checkpoints.all() == [newer, older]
         assert backend.checkpoints.delete(older.id) is True
         assert backend.checkpoints.delete(older.id) is False
         assert backend.checkpoints.of_scope("ns-0", Tier.TASK) == [newer]
@@ -1741,6 +1742,11 @@ class BackendConformance:
         assert backend.checkpoints.of_scope("ns-1", Tier.TASK) == [other_namespace]
         assert backend.checkpoints.of_scope("ns-0", Tier.PROJECT) == [other_tier]
         assert backend.checkpoints.of_scope("ns-9", Tier.TASK) == []
+        assert {c.id for c in backend.checkpoints.all()} == {
+            mine.id,
+            other_namespace.id,
+            other_tier.id,
+        }
 
     def test_checkpoints_outlive_the_items(self, filled: MemoryBackend) -> None:
         """A checkpoint is a saved state, not memory: clearing the items leaves it."""

@@ -23,7 +23,7 @@ from agent_engine import (
     Tier,
     ValidationError,
 )
-from agent_engine.memory import Conflict, CopyReport, copy_store
+from agent_engine.memory import Checkpoint, Conflict, CopyReport, copy_store
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.models import Origin
 from agent_engine.testing.databases import postgres_schema
@@ -149,6 +149,9 @@ def _fill(store) -> None:
         )
     store.aliases.add("project:alpha", "Bob", ["Robert", "Bobby"])
     store.aliases.add("project:beta", "k8s", ["kubernetes"])
+    store.checkpoints.save(
+        Checkpoint(namespace="project:beta", tier=Tier.PROJECT, items=3, created_at=T0), "saved"
+    )
     # Two events of one instant: the journal's order breaks the tie by id.
     store.audit.append(
         AuditEvent(
@@ -181,6 +184,9 @@ def _assert_same(source, target) -> None:
     assert target.aliases.namespaces() == source.aliases.namespaces()
     for namespace in source.aliases.namespaces():
         assert target.aliases.of_namespace(namespace) == source.aliases.of_namespace(namespace)
+    assert target.checkpoints.all() == source.checkpoints.all()
+    for checkpoint in source.checkpoints.all():
+        assert target.checkpoints.data(checkpoint.id) == source.checkpoints.data(checkpoint.id)
 
 
 @pytest.fixture
@@ -227,6 +233,7 @@ class TestCopyStore:
             events=4,
             conflicts=1,
             aliases=3,
+            checkpoints=1,
             scopes={
                 ("global:ann", Tier.GLOBAL): 1,
                 ("project:alpha", Tier.PROJECT): 3,

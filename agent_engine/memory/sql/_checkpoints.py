@@ -94,6 +94,11 @@ class SQLCheckpointStore:
         rows = self._read(lambda connection: connection.execute(query).all())
         return [_checkpoint(row) for row in rows]
 
+    def all(self) -> list[Checkpoint]:
+        """Every scope's checkpoints, newest first."""
+        query = sa.select(*_META).order_by(checkpoints.c.created_at.desc(), checkpoints.c.id.desc())
+        return [_checkpoint(row) for row in self._read(lambda c: c.execute(query).all())]
+
     def delete(self, checkpoint_id: str) -> bool:
         """Forget a checkpoint; whether there was one."""
         statement = checkpoints.delete().where(
