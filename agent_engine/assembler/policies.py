@@ -261,7 +261,7 @@ class HybridScorer:
         lexical_weight: float = 0.4,
         dense_weight: float = 0.6,
         smoothing: float = 0.5,
-        radius: int = 2,
+        radius: int = 4,
         source_boost: float = 0.3,
         importance_weight: float = 0.1,
         recency: RecencyScorer | None = None,

@@ -244,11 +244,11 @@ class TestHybrid:
         assert HybridScorer(importance_weight=0)(candidates) == {"hit": 1.0, "miss": 0.0}
 
     def test_smoothing_lifts_the_turn_next_to_a_match(self):
-        """A turn within two places of a match gains half its score; one further away does not."""
+        """A turn within four places of a match gains half its score; one further away does not."""
         candidates = crafted(
             [("match", {}), ("next", {}), ("far", {}), ("alone", {})],
             lexical={"match": 3.0, "next": 0.0, "far": 0.0, "alone": 0.0},
-            neighbours={"next": [("match", -1), ("far", 2)], "far": [("match", -3)]},
+            neighbours={"next": [("match", -1), ("far", 2)], "far": [("match", -5)]},
         )
         smoothed = self.scorer(candidates)
         assert smoothed["next"] - smoothed["alone"] == pytest.approx(0.5)
@@ -311,7 +311,7 @@ class TestHybrid:
         neighbours = data.draw(
             st.dictionaries(
                 st.sampled_from(ids),
-                st.lists(st.tuples(st.sampled_from([*ids, "gone"]), st.integers(-4, 4))),
+                st.lists(st.tuples(st.sampled_from([*ids, "gone"]), st.integers(-6, 6))),
             )
         )
         sources = data.draw(st.lists(st.sampled_from(["A", "B", ""]), min_size=n, max_size=n))
@@ -357,7 +357,7 @@ class TestHybrid:
         recency = scorer.recency(candidates)
         expected = {}
         for i, src, imp in zip(ids, sources, importance, strict=True):
-            near = [max(base.get(o, 0.0), 0.0) for o, off in neighbours.get(i, ()) if abs(off) <= 2]
+            near = [max(base.get(o, 0.0), 0.0) for o, off in neighbours.get(i, ()) if abs(off) <= 4]
             expected[i] = (
                 base[i]
                 + (0.5 * max(near) if near else 0.0)
