@@ -278,12 +278,15 @@ def table(results: dict[str, Any]) -> list[str]:
                 f"{config['builds']} rounds of a query, a get_many and a count):"
             ),
             "",
-            "| backend, reads on | reads/s | stall p50 ms | stall p99 ms | stall max ms |",
-            "|---|---:|---:|---:|---:|",
+            (
+                "| backend, reads on | reads/s | stall p50 ms | stall p99 ms | stall max ms | "
+                "longest GC ms |"
+            ),
+            "|---|---:|---:|---:|---:|---:|",
         ]
         lines += [
             f"| {mode} | {r['reads_per_s']:.0f} | {r['stall_p50_ms']:.2f} | "
-            f"{r['stall_p99_ms']:.2f} | {r['stall_max_ms']:.2f} |"
+            f"{r['stall_p99_ms']:.2f} | {r['stall_max_ms']:.2f} | {r['gc_max_ms']:.1f} |"
             for mode, r in reads.items()
         ]
     return [*lines, ""]
