@@ -168,6 +168,24 @@ class TestForgetTakesItsConflicts:
         assert traces(tmp_path, text=text) == {}
 
 
+class TestForgetTakesItsCheckpoints:
+    @pytest.mark.parametrize("kind", sorted(STORES))
+    def test_no_file_holds_the_item_through_a_checkpoint(self, kind, tmp_path):
+        """A checkpoint holding the item is deleted with it: no file keeps its text.
+
+        If the text stays in ``memory.db``: ``erase`` did not drop the checkpoints that hold
+        the item (``CheckpointStore.drop_holding``), or the checkpoint table was not flushed.
+        """
+        backend = STORES[kind](tmp_path)
+        project = ProjectMemoryStore("shop", backend)
+        fill(project)
+        holding = project.checkpoint("before forgetting")
+        project.forget(ITEM_ID)
+        assert holding not in project.checkpoints()
+        backend.close()
+        assert traces(tmp_path) == {}
+
+
 class TestDeleteLeavesWhatTheDocsSay:
     def test_sqlite_delete_keeps_the_item_in_the_log_and_journal(self, tmp_path):
         """A plain delete leaves the row's old pages in the WAL and the id in the journal."""
@@ -206,9 +224,17 @@ class TestPostgreSQL:
             fill(project)
             project.add_decision(TEXT.replace("protocol", "protocol is never"))
             assert project.conflicts()
+            project.checkpoint()
             project.forget(ITEM_ID)
             with backend.engine.connect() as connection:
-                for table in ("ae_items", "ae_item_tags", "ae_audit_events", "ae_conflicts"):
+                tables_named = (
+                    "ae_items",
+                    "ae_item_tags",
+                    "ae_audit_events",
+                    "ae_conflicts",
+                    "ae_checkpoints",
+                )
+                for table in tables_named:
                     text = connection.execute(
                         sa.text(f"SELECT string_agg(t::text, ' ') FROM {table} t")  # noqa: S608
                     ).scalar_one()
@@ -226,6 +252,7 @@ class TestPostgreSQL:
                     "ae_audit_events",
                     "ae_conflicts",
                     "ae_scope_log",
+                    "ae_checkpoints",
                 }
                 assert tables <= set(vacuumed)
 
@@ -237,6 +264,7 @@ class TestPostgreSQL:
         with SQLAlchemyBackend(postgres_url, dim=DIM) as backend:
             project = ProjectMemoryStore("shop", backend)
             fill(project)
+            project.checkpoint()
             project.forget(ITEM_ID)
             with backend.engine.connect() as connection:
                 superuser = sa.text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
@@ -246,7 +274,7 @@ class TestPostgreSQL:
                 autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
                 autocommit.exec_driver_sql(
                     "VACUUM FULL ae_items, ae_item_tags, ae_audit_events, ae_conflicts, "
-                    "ae_scope_log"
+                    "ae_scope_log, ae_checkpoints"
                 )
                 autocommit.exec_driver_sql("CHECKPOINT")
                 relations = connection.execute(
