@@ -64,7 +64,8 @@ __all__ = ["app"]
 
 app = typer.Typer(
     help="Add, list, search, show, forget, pin, promote, archive, restore and clear memories; "
-    "show their history and the status; export and import them; edit a project's aliases.",
+    "show their history and the status; export, import, checkpoint and roll them back; edit "
+    "a project's aliases.",
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: see the note in ._app
 )
