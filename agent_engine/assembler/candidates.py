@@ -29,6 +29,7 @@ from agent_engine.assembler.policies import (
     DENSE,
     IMPORTANT,
     LEXICAL,
+    NEIGHBOUR_RADIUS,
     NEIGHBOURS,
     RECENT,
     Candidates,
@@ -39,7 +40,7 @@ from agent_engine.memory.backend import SearchHit
 from agent_engine.models import ContextItem, Vector
 from agent_engine.retrieval.aliases import NO_ALIASES, Aliases
 from agent_engine.retrieval.lexical import LexicalMatches, Neighbourhoods
-from agent_engine.retrieval.names import APOSTROPHES, name_words, named
+from agent_engine.retrieval.names import APOSTROPHES, name_words
 from agent_engine.tiers.base import QueryVectors, TierStore
 from agent_engine.tiers.lexical import LexicalView
 from agent_engine.tiers.views import View
@@ -74,7 +75,7 @@ class GatherLimits:
 
     per_source: int = 100
     neighbour_seeds: int = 5
-    radius: int = 4
+    radius: int = NEIGHBOUR_RADIUS
     widening_rounds: int = 2
     min_widening_room: int = 8
 
@@ -85,15 +86,6 @@ class GatherLimits:
                 raise ValidationError(
                     f"{field.name} must be a non-negative integer", field=field.name, value=value
                 )
-
-
-def named_sources(query: str, sources: Iterable[str]) -> frozenset[str]:
-    """Known sources ``query`` names, as whole words.
-
-    Tolerant of case, accents, first names and near spellings
-    (:mod:`agent_engine.retrieval.names`).
-    """
-    return named(query, sources)
 
 
 def strip_names(query: str, words: Iterable[str]) -> str:

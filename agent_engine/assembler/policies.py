@@ -38,6 +38,7 @@ __all__ = [
     "HybridScorer",
     "ImportanceScorer",
     "LexicalScorer",
+    "NEIGHBOUR_RADIUS",
     "Policy",
     "RRFScorer",
     "RandomScorer",
@@ -211,6 +212,11 @@ class RRFScorer:
         return {item_id: fused.get(item_id, 0.0) for item_id in candidates.items}
 
 
+NEIGHBOUR_RADIUS = 4
+"""How many places before and after an item its session neighbours are taken from: by the
+gather (``GatherLimits.radius``) and by the default policy's smoothing alike (tuned in
+``docs/benchmarks.md``, "Stress checks")."""
+
 COVERAGE_HITS = 3
 """How many of the best BM25 matches :func:`lexical_coverage` reads."""
 
@@ -261,7 +267,7 @@ class HybridScorer:
         lexical_weight: float = 0.4,
         dense_weight: float = 0.6,
         smoothing: float = 0.5,
-        radius: int = 4,
+        radius: int = NEIGHBOUR_RADIUS,
         source_boost: float = 0.3,
         importance_weight: float = 0.1,
         recency: RecencyScorer | None = None,

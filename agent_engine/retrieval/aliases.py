@@ -20,22 +20,18 @@ and appended words would pull the query's vector off what was asked.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
 
-from agent_engine.retrieval.names import APOSTROPHES, fold, name_words
+from agent_engine.retrieval.names import WORD, folded_words, name_words
 
 __all__ = ["NO_ALIASES", "Aliases", "term_key", "term_words"]
-
-_WORD = re.compile(rf"\w+(?:[{APOSTROPHES}.-]\w+)*")
-_POSSESSIVE = re.compile(rf"[{APOSTROPHES}]s$", re.IGNORECASE)
 
 
 def term_words(text: str) -> tuple[str, ...]:
     """``text``'s words as an alias term matches them: folded, a possessive 's dropped."""
-    return tuple(fold(_POSSESSIVE.sub("", word)) for word in _WORD.findall(text))
+    return folded_words(text)
 
 
 def term_key(term: str) -> str:
@@ -51,6 +47,12 @@ class Aliases:
     """An alias map, read once for a build: each term's key (:func:`term_key`) to expansions."""
 
     terms: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    _order: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Longer terms first, read once: every gather of a build asks with the same map.
+        order = sorted(self.terms, key=lambda key: (-key.count(" "), key))
+        object.__setattr__(self, "_order", tuple((key, tuple(key.split(" "))) for key in order))
 
     def __bool__(self) -> bool:
         return bool(self.terms)
@@ -63,14 +65,16 @@ class Aliases:
         """
         if not self.terms:
             return
-        written = _WORD.findall(query)
-        folded = [fold(_POSSESSIVE.sub("", word)) for word in written]
+        written = WORD.findall(query)
+        folded = [folded_words(word)[0] for word in written]
+        present = set(folded)
         taken = [False] * len(written)
-        for key in sorted(self.terms, key=lambda key: (-key.count(" "), key)):
-            parts = key.split(" ")
+        for key, parts in self._order:
+            if parts[0] not in present:
+                continue
             size = len(parts)
             for at in range(len(folded) - size + 1):
-                if folded[at : at + size] == parts and not any(taken[at : at + size]):
+                if tuple(folded[at : at + size]) == parts and not any(taken[at : at + size]):
                     taken[at : at + size] = [True] * size
                     yield tuple(written[at : at + size]), self.terms[key]
 

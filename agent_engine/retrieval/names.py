@@ -21,11 +21,14 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 
-__all__ = ["APOSTROPHES", "NEAR_FROM", "fold", "name_words", "named"]
+__all__ = ["APOSTROPHES", "NEAR_FROM", "WORD", "fold", "folded_words", "name_words", "named"]
 
 APOSTROPHES = "'\u2019"
 """The apostrophes a possessive is written with (typed, and typographic)."""
-_WORD = re.compile(rf"[^\W\d_][\w{APOSTROPHES}.-]*")
+WORD = re.compile(rf"\w+(?:[{APOSTROPHES}.-]\w+)*")
+"""A word as names and aliases read it: letters and digits, joined across an inner apostrophe,
+dot or hyphen ("Caroline's", "J.R.R", "Jean-Luc"); a dot or hyphen at its end is not its own
+("Ask Jon." writes "Jon")."""
 _POSSESSIVE = re.compile(rf"[{APOSTROPHES}]s$", re.IGNORECASE)
 NEAR_FROM = 5
 """The shortest one-word name a near spelling may name (shorter ones collide with words)."""
@@ -43,14 +46,25 @@ def named(query: str, sources: Iterable[str]) -> frozenset[str]:
 
 
 def name_words(query: str, sources: Iterable[str]) -> Mapping[str, tuple[str, ...]]:
-    """Each source ``query`` names, with the query's words that name it (as written)."""
-    words = [(match.group(), _POSSESSIVE.sub("", match.group())) for match in _WORD.finditer(query)]
+    """Each source ``query`` names, with the query's words that name it (as written).
+
+    The query is read once; a source is looked at closely only when the query holds its first
+    word, or (one-word names) a capitalized word of the same initial: the few that can match
+    among the hundreds of sources a store may know.
+    """
+    words = [(match.group(), _POSSESSIVE.sub("", match.group())) for match in WORD.finditer(query)]
     folded = [fold(bare) for _, bare in words]
     capital = [bare[:1].isupper() for _, bare in words]
+    present = set(folded)
+    initials = {word[:1] for word, upper in zip(folded, capital, strict=True) if upper}
     found: dict[str, tuple[str, ...]] = {}
     for source in sources:
-        parts = _folded_words(source)
+        parts = folded_words(source)
         if not parts:
+            continue
+        if parts[0] not in present and not (
+            len(parts) == 1 and len(parts[0]) >= NEAR_FROM and parts[0][:1] in initials
+        ):
             continue
         spans = _spans(parts, folded, capital)
         if spans:
@@ -59,9 +73,13 @@ def name_words(query: str, sources: Iterable[str]) -> Mapping[str, tuple[str, ..
 
 
 @functools.lru_cache(maxsize=4096)
-def _folded_words(source: str) -> tuple[str, ...]:
-    """A source's words, folded: the same few sources are asked about on every build."""
-    return tuple(fold(part) for part in _WORD.findall(source))
+def folded_words(text: str) -> tuple[str, ...]:
+    """``text``'s words (:data:`WORD`), folded, a possessive 's dropped.
+
+    How a source's name or an alias term is compared. Cached: the same few names are asked
+    about on every build.
+    """
+    return tuple(fold(_POSSESSIVE.sub("", part)) for part in WORD.findall(text))
 
 
 def _spans(parts: tuple[str, ...], folded: list[str], capital: list[bool]) -> list[tuple[int, int]]:

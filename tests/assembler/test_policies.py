@@ -24,8 +24,9 @@ from agent_engine import (
     Tier,
 )
 from agent_engine.assembler import Candidates, HybridScorer, RandomScorer, RRFScorer
-from agent_engine.assembler.candidates import GatherLimits, named_sources, strip_names
+from agent_engine.assembler.candidates import GatherLimits, strip_names
 from agent_engine.assembler.policies import lexical_coverage
+from agent_engine.retrieval.names import named
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
 TASK = Task(id="t", project_id="p", user_id="u")
@@ -284,7 +285,7 @@ class TestHybrid:
     def test_known_sources_are_found_and_stripped_from_the_dense_query(self):
         """Named speakers are detected as words and removed (with 's) before dense matching."""
         query = "What did Melanie's sister paint after Caroline left?"
-        names = named_sources(query, {"Melanie", "Caroline", "Mel", "42"})
+        names = named(query, {"Melanie", "Caroline", "Mel", "42"})
         assert names == {"Melanie", "Caroline"}
         assert strip_names(query, names) == "What did sister paint after left?"
 

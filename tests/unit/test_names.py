@@ -28,6 +28,8 @@ SPEAKERS = {"Caroline", "Melanie Smith", "José", "Mel", "New York Times", "bash
         ("What did Mel say?", {"Mel"}),
         ("Which NEW YORK TIMES piece?", {"New York Times"}),
         ("Ran bash twice", {"bash"}),
+        ("Ask Mel.", {"Mel"}),  # a full stop after a name is not part of it
+        ("Ask melanie smith.", {"Melanie Smith"}),
     ],
 )
 def test_a_name_as_people_write_it(query, expected):
