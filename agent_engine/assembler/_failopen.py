@@ -20,6 +20,8 @@ __all__ = ["FailOpen"]
 
 T = TypeVar("T")
 
+_ITEM_READS: frozenset[FailurePhase] = frozenset({"history", "gather", "widen"})
+
 
 class FailOpen:
     """Runs a build's reads; collects the failures of those that raise, unless ``strict``.
@@ -50,5 +52,11 @@ class FailOpen:
             return None
 
     def failed(self, tier: Tier) -> bool:
-        """Whether a read of ``tier`` has failed in this build."""
-        return any(failure.tier is tier for failure in self.failures)
+        """Whether reading ``tier``'s items has failed in this build (what widening asks).
+
+        Only the phases that read items count: a project's aliases, a tier's conflicts or an
+        access write that failed say nothing of whether a wider gather would work.
+        """
+        return any(
+            failure.tier is tier and failure.phase in _ITEM_READS for failure in self.failures
+        )

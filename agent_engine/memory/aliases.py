@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final, Protocol, runtime_checkable
 
 from agent_engine import _validate
-from agent_engine.errors import ValidationError
+from agent_engine.errors import BackendError, ValidationError
 from agent_engine.retrieval.aliases import term_key, term_words
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "MAX_EXPANSIONS",
     "MAX_TERMS",
     "AliasStore",
+    "NO_ALIAS_STORE",
     "InMemoryAliasStore",
     "check_add",
     "check_namespace",
@@ -201,3 +202,31 @@ class InMemoryAliasStore:
         """The namespaces that hold aliases."""
         with self._lock:
             return sorted(self._terms)
+
+
+class _NoAliasStore:
+    """The aliases of a backend that keeps none: it reads as empty and refuses to keep any."""
+
+    def add(self, namespace: str, term: str, expansions: Sequence[str]) -> tuple[str, ...]:
+        """Refused: nothing would keep them."""
+        check_add(namespace, term, expansions)
+        raise BackendError("this backend keeps no aliases", backend="aliases")
+
+    def remove(self, namespace: str, term: str, expansions: Sequence[str] | None = None) -> int:
+        """Nothing to remove."""
+        check_remove(namespace, term, expansions)
+        return 0
+
+    def of_namespace(self, namespace: str) -> dict[str, tuple[str, ...]]:
+        """None."""
+        check_namespace(namespace)
+        return {}
+
+    def namespaces(self) -> list[str]:
+        """None."""
+        return []
+
+
+NO_ALIAS_STORE: AliasStore = _NoAliasStore()
+"""What ``BaseBackend.aliases`` gives when a backend set no alias store: builds read no
+aliases from it, and adding one raises :class:`~agent_engine.errors.BackendError`."""

@@ -52,14 +52,14 @@ from agent_engine.filters import (
     parse_filter,
     parse_order,
 )
-from agent_engine.memory.aliases import AliasStore
+from agent_engine.memory.aliases import NO_ALIAS_STORE, AliasStore
 from agent_engine.memory.audit import (
     ERASED_PREFIX,
     AuditStore,
     erasure_token,
     redact_value,
 )
-from agent_engine.memory.checkpoints import CheckpointStore
+from agent_engine.memory.checkpoints import NO_CHECKPOINT_STORE, CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.models import (
     ArchiveReason,
@@ -394,8 +394,9 @@ class BaseBackend(abc.ABC):
     processes may write also keeps change counters (:meth:`_scope_versions`) and returns the
     ones each write committed. The constructor sets ``_audit_store``, the journal kept with
     the items (see :attr:`audit`), ``_conflict_store``, the conflicts recorded between
-    them (see :attr:`conflicts`), ``_alias_store``, the aliases (see :attr:`aliases`), and
-    ``_checkpoint_store``, the checkpoints (see :attr:`checkpoints`).
+    them (see :attr:`conflicts`), and may set ``_alias_store`` and ``_checkpoint_store``, the
+    aliases and checkpoints (see :attr:`aliases` and :attr:`checkpoints`; without them a
+    backend has none and keeps none).
     :meth:`reembed` needs three more steps (``_reembed_begin``, ``_reembed_write``,
     ``_reembed_finish``), which a backend implements to support it.
     """
@@ -442,26 +443,21 @@ class BaseBackend(abc.ABC):
 
         A backend whose items live only in the process sets an
         :class:`~agent_engine.memory.aliases.InMemoryAliasStore`; a persistent one, a store
-        it persists with its items. A backend that set none raises
-        :class:`~agent_engine.errors.BackendError`.
+        it persists with its items. Unlike the journal, aliases are optional: a backend that
+        set none has :data:`~agent_engine.memory.aliases.NO_ALIAS_STORE`, which reads as
+        empty and refuses to keep any (so nothing a user adds is silently lost).
         """
-        return _kept(self, self._alias_store, "alias store", "_alias_store", "InMemoryAliasStore")
+        return self._alias_store if self._alias_store is not None else NO_ALIAS_STORE
 
     @property
     def checkpoints(self) -> CheckpointStore:
         """The scopes' checkpoints (``_checkpoint_store``), kept where the items are.
 
-        Set as the alias store is: an
-        :class:`~agent_engine.memory.checkpoints.InMemoryCheckpointStore` for items that live
-        only in the process, else a store persisted with the items.
+        Set as the alias store is, and as optional: a backend that set none has
+        :data:`~agent_engine.memory.checkpoints.NO_CHECKPOINT_STORE` (no checkpoints, and
+        taking one raises :class:`~agent_engine.errors.BackendError`).
         """
-        return _kept(
-            self,
-            self._checkpoint_store,
-            "checkpoint store",
-            "_checkpoint_store",
-            "InMemoryCheckpointStore",
-        )
+        return self._checkpoint_store if self._checkpoint_store is not None else NO_CHECKPOINT_STORE
 
     @property
     def remote(self) -> bool:
@@ -674,9 +670,8 @@ class BaseBackend(abc.ABC):
             return 0
         written = self._erase(ids, {i: given.get(i) or erasure_token(i) for i in ids})
         self._lexical_removed(ids, written)
-        if self._checkpoint_store is not None:
-            # A saved state naming an erased memory would keep its text: it goes too.
-            self._checkpoint_store.drop_holding(ids)
+        # A saved state naming an erased memory would keep its text: it goes too.
+        self.checkpoints.drop_holding(ids)
         self._flush_erased()
         return written.count
 

@@ -24,12 +24,13 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from agent_engine import _validate
-from agent_engine.errors import ValidationError
+from agent_engine.errors import BackendError, ValidationError
 from agent_engine.models import Tier, new_id, utcnow
 
 __all__ = [
     "Checkpoint",
     "CheckpointStore",
+    "NO_CHECKPOINT_STORE",
     "InMemoryCheckpointStore",
     "check_checkpoint_id",
     "check_save",
@@ -204,3 +205,44 @@ class InMemoryCheckpointStore:
             for checkpoint_id in doomed:
                 del self._held[checkpoint_id]
             return len(doomed)
+
+
+class _NoCheckpointStore:
+    """The checkpoints of a backend that keeps none: none to read, and saving one is refused."""
+
+    def save(self, checkpoint: Checkpoint, data: str) -> None:
+        """Refused: nothing would keep it."""
+        check_save(checkpoint, data)
+        raise BackendError("this backend keeps no checkpoints", backend="checkpoints")
+
+    def get(self, checkpoint_id: str) -> Checkpoint | None:
+        """None."""
+        check_checkpoint_id(checkpoint_id)
+        return None
+
+    def data(self, checkpoint_id: str) -> str | None:
+        """None."""
+        check_checkpoint_id(checkpoint_id)
+        return None
+
+    def of_scope(self, namespace: str, tier: Tier) -> list[Checkpoint]:
+        """None."""
+        check_scope(namespace, tier)
+        return []
+
+    def all(self) -> list[Checkpoint]:
+        """None."""
+        return []
+
+    def delete(self, checkpoint_id: str) -> bool:
+        """Nothing to delete."""
+        check_checkpoint_id(checkpoint_id)
+        return False
+
+    def drop_holding(self, item_ids: Sequence[str]) -> int:  # noqa: ARG002 - the protocol's
+        """Nothing holds them."""
+        return 0
+
+
+NO_CHECKPOINT_STORE: CheckpointStore = _NoCheckpointStore()
+"""What ``BaseBackend.checkpoints`` gives when a backend set no checkpoint store."""

@@ -79,3 +79,32 @@ def test_unreadable_aliases_leave_the_query_as_written():
         assembler.build_context(
             TASK, ContextRequest(query="authentication", budget_tokens=400), strict=True
         )
+
+
+def test_a_backend_that_keeps_no_aliases_builds_without_them():
+    """A custom backend that set no alias store: builds read none and report no failure."""
+    backend = InMemoryBackend()
+    backend._alias_store = None
+    assembler = ContextAssembler(MemoryStores(backend, confirm=lambda _r: True))
+    _said(assembler.project_store("p"), "notes", "We moved authentication to OAuth.")
+    package = assembler.build_context(
+        TASK, ContextRequest(query="authentication", budget_tokens=400)
+    )
+    assert package.failures == ()
+    with pytest.raises(BackendError, match="keeps no aliases"):
+        assembler.project_store("p").add_alias("auth", ["authentication"])
+
+
+def test_a_failed_alias_read_does_not_stop_the_project_widening():
+    """Only failed item reads keep a tier from gathering wider."""
+    backend = failing_aliases(InMemoryBackend(), "of_namespace")
+    assembler = ContextAssembler(MemoryStores(backend, confirm=lambda _r: True))
+    project = assembler.project_store("p")
+    project.add_many(
+        project.new_item("note", f"authentication note {n}", session="s") for n in range(400)
+    )
+    request = ContextRequest(query="authentication", budget_tokens=8000)
+    package = assembler.build_context(TASK, request)
+    assert [(f.tier, f.phase) for f in package.failures] == [(Tier.PROJECT, "aliases")]
+    # The first gather brings at most 100 BM25 hits and their neighbours: more is widening.
+    assert len([s for s in package.selections if s.tier is Tier.PROJECT]) > 200
