@@ -17,9 +17,25 @@ from typing import Annotated
 
 import typer
 
-from agent_engine import ConfirmationDeclined, ConfirmationRequest, ValidationError, to_dict
+from agent_engine import (
+    ConfirmationDeclined,
+    ConfirmationRequest,
+    TierStore,
+    ValidationError,
+    to_dict,
+)
 from agent_engine.cli._confirm import make_confirm
-from agent_engine.cli._memory import Into, Json, Project, TaskOption, User, Yes, _json, _open
+from agent_engine.cli._memory import (
+    Into,
+    Json,
+    Project,
+    Scope,
+    TaskOption,
+    User,
+    Yes,
+    _json,
+    _open,
+)
 from agent_engine.cli._output import console, emit_json, progress_bar
 from agent_engine.cli._settings import settings
 from agent_engine.cli._store import Access
@@ -50,8 +66,8 @@ def export(
     if whole and task is not None:
         raise ValidationError("--store and --task name different scopes; give one", field="task")
     scope = _open(ctx, project, user, access=Access.READ, task=task)
-    store = scope.task if scope.task is not None else scope.stores(tier)[0]
-    namespace, which = (None, None) if whole else (store.namespace, store.tier)
+    store = None if whole else _chosen(scope, tier)
+    namespace, which = (None, None) if store is None else (store.namespace, store.tier)
     vectors = not no_vectors
     if file == "-":
         export_store(
@@ -141,11 +157,18 @@ def rollback(
     # A checkpoint holds its vectors; a file may not, and its items are embedded then.
     scope = _open(ctx, project, user, access=Access.CREATE, embed=file is not None, task=task)
     backend = scope.store.backend
+    store = _chosen(scope, tier)
     if checkpoint is not None:
-        store = scope.task if scope.task is not None else scope.stores(tier)[0]
         plan = rollback_plan(store, checkpoint)
     else:
         plan = restore_plan(backend, file or "")
+        if (plan.namespace, plan.tier) != (store.namespace, store.tier):
+            raise ValidationError(
+                f"{file} is a snapshot of {plan.namespace}, not of {store.namespace}: name its "
+                "scope (--project, --tier, --task)",
+                field="file",
+                value=file,
+            )
     summary = (
         f"{plan.namespace} as of {plan.exported_at}: {len(plan.add)} to add back, "
         f"{len(plan.replace)} to replace, {len(plan.forget)} to forget"
@@ -184,7 +207,7 @@ def checkpoint(
 ) -> None:
     """Save a scope as it is now (default: the project's), to roll back to; or --list them."""
     scope = _open(ctx, project, user, access=Access.READ if listing else Access.CREATE, task=task)
-    store = scope.task if scope.task is not None else scope.stores(tier)[0]
+    store = _chosen(scope, tier)
     found = store.checkpoints() if listing else [store.checkpoint(label)]
     if _json(ctx, json_output):
         emit_json([to_dict(c) for c in found] if listing else to_dict(found[0]))
@@ -198,3 +221,8 @@ def checkpoint(
         )
     if listing and not found:
         console().print(f"no checkpoints of {store.namespace}", markup=False)
+
+
+def _chosen(scope: Scope, tier: Into) -> TierStore:
+    """The store the options name: the ``--task``'s, else the ``--tier``'s (project or global)."""
+    return scope.task if scope.task is not None else scope.stores(tier)[0]

@@ -126,7 +126,9 @@ def copy_store(
             for term, expansions in source.aliases.of_namespace(namespace).items():
                 target.aliases.add(namespace, term, expansions)
         for checkpoint in reversed(source.checkpoints.all()):
-            target.checkpoints.save(checkpoint, source.checkpoints.data(checkpoint.id) or "")
+            data = source.checkpoints.data(checkpoint.id)
+            if data is not None:  # deleted since it was listed: nothing to copy
+                target.checkpoints.save(checkpoint, data)
     except AgentEngineError as exc:
         raise CopyIncompleteError(
             f"the copy into {target!r} stopped ({exc}): the target is incomplete and should "

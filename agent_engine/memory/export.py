@@ -50,6 +50,7 @@ from agent_engine.errors import (
     ValidationError,
 )
 from agent_engine.filters import Condition, Op
+from agent_engine.memory.aliases import check_add
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.memory.copy import COPY_BATCH, check_vectors_fit, pages
@@ -114,6 +115,7 @@ def export_store(
     namespace: str | None = None,
     tier: Tier | None = None,
     vectors: bool = True,
+    journal: bool = True,
     batch_size: int = COPY_BATCH,
     progress: Progress | None = None,
 ) -> ExportReport:
@@ -121,13 +123,15 @@ def export_store(
 
     ``out`` is a path (written whole, then moved into place, so a failed export leaves no
     half file) or a text stream. ``vectors=False`` leaves the vectors out: a smaller file,
-    re-embedded on import. ``progress(done, total)`` follows the items.
+    re-embedded on import. ``journal=False`` leaves the scope's journal out (what a
+    checkpoint does: a rollback never reads it). ``progress(done, total)`` follows the items.
     """
     namespace = None if namespace is None else _validate.identifier("namespace", namespace)
     tier = None if tier is None else _validate.member("tier", Tier, tier)
     batch_size = _validate.integer("batch_size", batch_size, minimum=1, maximum=_validate.MAX_COUNT)
-    if not isinstance(vectors, bool):
-        raise ValidationError("vectors must be True or False", field="vectors", value=vectors)
+    for flag, value in (("vectors", vectors), ("journal", journal)):
+        if not isinstance(value, bool):
+            raise ValidationError(f"{flag} must be True or False", field=flag, value=value)
     scope = _scope(namespace, tier)
     identity = source.stored_identity() if vectors else None
     header = {
@@ -141,7 +145,10 @@ def export_store(
     }
     records = itertools.chain(
         _items(source, scope, vectors=vectors, batch_size=batch_size, progress=progress),
-        ((_EVENT, to_dict(event)) for event in _events(source, namespace, tier)),
+        (
+            (_EVENT, to_dict(event))
+            for event in (_events(source, namespace, tier) if journal else ())
+        ),
         _aliases(source, namespace),
     )
     if isinstance(out, (str, Path)):
@@ -253,19 +260,30 @@ def restore_plan(target: MemoryBackend, source: IO[str] | Path | str) -> Restore
             line=1,
         )
     check_vectors_fit(parsed.identity, target)
+    for item in parsed.items:
+        if (item.namespace, item.tier) != (parsed.namespace, parsed.tier):
+            raise ExportFileError(
+                f"line {parsed.lines[item.id]}: item {item.id!r} is of "
+                f"{item.namespace}/{item.tier.value}, not of the snapshot's scope "
+                f"{parsed.namespace}/{parsed.tier.value}",
+                field="line",
+                line=parsed.lines[item.id],
+            )
     scope = _scope(parsed.namespace, parsed.tier)
     now = {item.id: item for batch in pages(target, COPY_BATCH, scope) for item in batch}
     kept = {item.id for item in parsed.items}
+    add = tuple(item for item in parsed.items if item.id not in now)
+    replace = tuple(
+        item for item in parsed.items if item.id in now and not _same(now[item.id], item)
+    )
     return RestorePlan(
         namespace=parsed.namespace,
         tier=parsed.tier,
         exported_at=parsed.exported_at,
-        add=tuple(item for item in parsed.items if item.id not in now),
-        replace=tuple(
-            item for item in parsed.items if item.id in now and not _same(now[item.id], item)
-        ),
+        add=add,
+        replace=replace,
         forget=tuple(sorted(item_id for item_id in now if item_id not in kept)),
-        unchanged=sum(1 for item in parsed.items if item.id in now and _same(now[item.id], item)),
+        unchanged=len(parsed.items) - len(add) - len(replace),
         aliases={
             term: tuple(expansions)
             for namespace, term, expansions in parsed.aliases
@@ -542,13 +560,11 @@ def _decode(number: int, kind: object, data: object) -> Any:
         if kind == _EVENT:
             return from_dict(AuditEvent, data)
         if kind == _ALIAS and isinstance(data, dict):
-            namespace, term, expansions = data["namespace"], data["term"], data["expansions"]
-            if (
-                isinstance(namespace, str)
-                and isinstance(term, str)
-                and isinstance(expansions, list)
-            ):
-                return (namespace, term, expansions)
+            # The alias store's own checks: a file cannot hold what an add would refuse.
+            namespace, term, expansions = check_add(
+                data["namespace"], data["term"], data["expansions"]
+            )
+            return (namespace, term, list(expansions))
     except (AgentEngineError, KeyError, TypeError, ValueError) as exc:
         raise ExportFileError(
             f"line {number}: not a valid {kind} record ({exc})", field="line", line=number

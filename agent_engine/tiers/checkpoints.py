@@ -2,7 +2,8 @@
 
 An agent checkpoints its task before a risky step and rolls back if the step goes wrong; an
 executor checkpoints a long task for crash recovery. A checkpoint holds the scope whole (every
-item in every state, its conflicts, its aliases) in the export format, kept by the backend
+item in every state, its conflicts, its aliases; not its journal, which a rollback never
+rewinds) in the export format, kept by the backend
 (:mod:`agent_engine.memory.checkpoints`); rolling back is restoring that snapshot
 (:func:`~agent_engine.memory.export.restore_scope`): what the scope gained since is forgotten,
 what changed is put back, what it lost comes back, and the rollback is journaled.
@@ -35,7 +36,9 @@ __all__ = [
 def take_checkpoint(store: TierStore, label: str = "") -> Checkpoint:
     """Save ``store``'s scope as it is now; return the checkpoint."""
     saved = io.StringIO()
-    report = export_store(store.backend, saved, namespace=store.namespace, tier=store.tier)
+    report = export_store(
+        store.backend, saved, namespace=store.namespace, tier=store.tier, journal=False
+    )
     checkpoint = Checkpoint(
         namespace=store.namespace,
         tier=store.tier,

@@ -101,3 +101,18 @@ def test_checkpoint_and_roll_back_to_it(sql_cli):
     unknown = sql_cli("memory", "rollback", "--checkpoint", "no-such-checkpoint", "--yes")
     assert unknown.code != 0
     assert "no checkpoint with id 'no-such-checkpoint'" in unknown.err
+
+
+def test_rollback_to_another_scopes_file_is_refused(sql_cli, tmp_path):
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Prices are integer cents")
+    path = tmp_path / "webshop.jsonl"
+    run(sql_cli, "memory", "export", str(path))
+    run(sql_cli, "--embedder", "hashing", "memory", "add", "Posts are Markdown", "-p", "blog")
+    result = sql_cli(
+        "--embedder", "hashing", "memory", "rollback", str(path), "--project", "blog", "--yes"
+    )
+    assert result.code == EXIT_ERROR
+    assert "snapshot of project:webshop, not of project:blog" in result.err
+    assert [i["text"] for i in run(sql_cli, "memory", "list", "-p", "blog")] == [
+        "Posts are Markdown"
+    ]

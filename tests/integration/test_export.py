@@ -7,7 +7,9 @@ otherwise) are refused whole, and a write failing mid-import takes back what it 
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 from datetime import UTC, datetime, timedelta
 
 import attrs
@@ -278,3 +280,42 @@ def test_an_unwritable_path_is_a_typed_error(embedder, tmp_path):
     source = InMemoryBackend(embedder=embedder)
     with pytest.raises(ExportFileError, match="cannot write"):
         export_store(source, tmp_path / "missing" / "out.jsonl")
+
+
+def _resealed(lines: list[str]) -> str:
+    """A file whose lines were changed and whose end record was rewritten to match them."""
+    digest = hashlib.sha256("".join(lines[:-1]).encode("utf-8")).hexdigest()
+    end = json.loads(lines[-1])
+    end["sha256"] = digest
+    return "".join(lines[:-1]) + json.dumps(end) + "\n"
+
+
+def test_a_snapshot_holding_another_scopes_item_is_refused(embedder):
+    """Even a consistent file may not write outside the scope it names: refused, unchanged."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    lines = _exported(source, namespace="project:shop", tier=Tier.PROJECT).splitlines(True)
+    item = json.loads(lines[1])
+    item["data"]["namespace"] = "project:blog"
+    lines[1] = json.dumps(item, separators=(",", ":"), sort_keys=True) + "\n"
+    before = _snapshot(source)
+    with pytest.raises(ExportFileError, match="not of the snapshot's scope") as caught:
+        restore_plan(source, io.StringIO(_resealed(lines)))
+    assert caught.value.line == 2
+    assert _snapshot(source) == before
+
+
+def test_an_alias_record_is_checked_before_anything_is_written(embedder):
+    """An alias the store would refuse refuses the file, with nothing imported."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    lines = _exported(source).splitlines(True)
+    at = next(n for n, line in enumerate(lines) if '"record":"alias"' in line)
+    alias = json.loads(lines[at])
+    alias["data"]["expansions"] = [""]
+    lines[at] = json.dumps(alias, separators=(",", ":"), sort_keys=True) + "\n"
+    target = InMemoryBackend(embedder=embedder)
+    with pytest.raises(ExportFileError) as caught:
+        import_store(target, io.StringIO(_resealed(lines)))
+    assert caught.value.line == at + 1
+    assert (target.count(), target.audit.count()) == (0, 0)
