@@ -114,14 +114,28 @@ class RedisCheckpointStore:
         return self._runner.transact([homes], plan)
 
     def drop_holding(self, item_ids: Sequence[str]) -> int:
-        """Delete the checkpoints naming any of ``item_ids``; how many."""
+        """Delete the checkpoints naming any of ``item_ids``; how many.
+
+        Every checkpoint's text is read, a namespace at a time, in the transaction that
+        deletes those naming an id.
+        """
         sought = mentions(item_ids)
         if not sought:
             return 0
-        homes = self._runner.read(lambda client: client.hgetall(self._keys.checkpoint_homes))
-        dropped = 0
-        for checkpoint_id in homes:
-            stored = self._stored(checkpoint_id)
-            if stored is not None and any(m in stored["data"] for m in sought):
-                dropped += self.delete(checkpoint_id)
-        return dropped
+        homes_key = self._keys.checkpoint_homes
+
+        def plan(pipe: Pipe) -> Finish[int]:
+            homes: dict[str, str] = pipe.hgetall(homes_key)
+            doomed: dict[str, str] = {}
+            for namespace in sorted(set(homes.values())):
+                for checkpoint_id, text in pipe.hgetall(self._keys.checkpoints(namespace)).items():
+                    data = decode_json(text)["data"]  # the saved state, unescaped
+                    if any(m in data for m in sought):
+                        doomed[checkpoint_id] = namespace
+            pipe.multi()
+            for checkpoint_id, namespace in doomed.items():
+                pipe.hdel(self._keys.checkpoints(namespace), checkpoint_id)
+                pipe.hdel(homes_key, checkpoint_id)
+            return lambda _: len(doomed)
+
+        return self._runner.transact([homes_key], plan)

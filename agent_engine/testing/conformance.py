@@ -1765,10 +1765,14 @@ class BackendConformance:
         other = Checkpoint(namespace="ns-0", tier=Tier.PROJECT)
         filled.checkpoints.save(holding, '{"data":{"id":"item-00002","text":"memory number 2"}}')
         filled.checkpoints.save(other, '{"data":{"id":"item-00020","text":"memory number 20"}}')
+        other_case = Checkpoint(namespace="ns-0", tier=Tier.PROJECT)
+        filled.checkpoints.save(other_case, '{"data":{"id":"ITEM-00002"}}')
         assert filled.checkpoints.drop_holding([]) == 0
-        filled.erase(["item-00002"])
+        many = [f"gone-{n}" for n in range(1100)]  # more ids than one statement may name
+        filled.erase([*many, "item-00002"])
         assert filled.checkpoints.get(holding.id) is None
         assert filled.checkpoints.get(other.id) == other
+        assert filled.checkpoints.get(other_case.id) == other_case  # ids compare exactly
 
     def test_checkpoints_refuse_bad_input(self, backend: MemoryBackend) -> None:
         """A second save of an id, a non-checkpoint, non-text data, a bad id: refused, unchanged."""

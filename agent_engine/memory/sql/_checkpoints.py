@@ -20,7 +20,7 @@ from agent_engine.memory.checkpoints import (
     check_scope,
     mentions,
 )
-from agent_engine.memory.sql._audit import Runner
+from agent_engine.memory.sql._audit import Runner, where_text_names
 from agent_engine.memory.sql._rows import decode_time, encode_time
 from agent_engine.memory.sql._schema import checkpoints
 from agent_engine.models import Tier
@@ -28,6 +28,8 @@ from agent_engine.models import Tier
 __all__ = ["SQLCheckpointStore"]
 
 _META = [c for c in checkpoints.c if c.name != "data"]
+_CHUNK = 100
+"""Ids looked for per statement (each is a LIKE: SQLite bounds an expression's depth)."""
 
 
 def _checkpoint(row: Any) -> Checkpoint:
@@ -107,11 +109,30 @@ class SQLCheckpointStore:
         return bool(self._write(lambda connection: connection.execute(statement).rowcount))
 
     def drop_holding(self, item_ids: Sequence[str]) -> int:
-        """Delete the checkpoints naming any of ``item_ids``; how many (one statement)."""
-        if not item_ids:
+        """Delete the checkpoints naming any of ``item_ids``; how many (one transaction).
+
+        ``LIKE`` finds the candidates a chunk of ids at a time (a superset: it ignores case on
+        SQLite), and each candidate's text decides, as every store decides.
+        """
+        ids = list(item_ids)
+        if not ids:
             return 0
-        found = sa.or_(
-            *(checkpoints.c.data.contains(sought, autoescape=True) for sought in mentions(item_ids))
-        )
-        statement = checkpoints.delete().where(found)
-        return int(self._write(lambda connection: connection.execute(statement).rowcount))
+
+        def work(connection: sa.Connection) -> int:
+            doomed: set[str] = set()
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                sought = mentions(chunk)
+                query = sa.select(checkpoints.c.id, checkpoints.c.data).where(
+                    where_text_names([checkpoints.c.data], chunk)
+                )
+                doomed.update(
+                    row.id
+                    for row in connection.execute(query)
+                    if any(m in row.data for m in sought)
+                )
+            if doomed:
+                connection.execute(checkpoints.delete().where(checkpoints.c.id.in_(doomed)))
+            return len(doomed)
+
+        return self._write(work)
