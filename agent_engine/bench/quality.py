@@ -274,9 +274,8 @@ def run_quality(
                 counter=counter,
                 config=config,
                 policies=policies,
+                progress=progress,
             )
-        if progress is not None:
-            progress(1)
     return {
         "config": {
             **attrs.asdict(config),
@@ -297,8 +296,9 @@ def _measure(
     counter: TokenCounter,
     config: QualityConfig,
     policies: Mapping[str, Policy],
+    progress: Callable[[int], None] | None,
 ) -> list[dict[str, Any]]:
-    """One conversation's records: each question, each row, every budget."""
+    """One conversation's records: each question, each row, every budget; progress per question."""
     records: list[dict[str, Any]] = []
     plain, task = conversation_stores(conversation, embedder, counter, config, policies)
     summarizing = _beside(plain, summary=config.summary)
@@ -346,6 +346,8 @@ def _measure(
                     top = {turn_id(s) for s in ranked[:k]}
                     record["recall"][f"@{k}"] = len(evidence & top) / len(evidence)
             records.append(record)
+        if progress is not None:
+            progress(1)
     return records
 
 

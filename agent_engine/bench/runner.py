@@ -197,7 +197,8 @@ def _conversation_parts(
                 "conversations": list(options.conversations),
             }
         )
-        total = sum(len(c.questions) for c in conversations)
+        copies = 1 + len(options.quality.stress)  # each stressed copy asks every question again
+        total = copies * sum(len(c.questions) for c in conversations)
         advance = progress("quality (questions)", total) if progress else None
         results["quality"] = run_quality(
             conversations, embedder, counter=counter, config=_reranking(options), progress=advance

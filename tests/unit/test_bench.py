@@ -472,7 +472,13 @@ class TestStress:
         config = QualityConfig(
             budgets=(4096,), policies=("hybrid",), live_turns=0, stress=tuple(STRESS)
         )
-        result = run_quality(locomo.load(data), HashingEmbedder(dim=64), config=config)
+        ticks: list[int] = []
+        conversations = locomo.load(data)
+        result = run_quality(
+            conversations, HashingEmbedder(dim=64), config=config, progress=ticks.append
+        )
+        # The progress bar advances per question asked, of every copy.
+        assert len(ticks) == (1 + len(STRESS)) * sum(len(c.questions) for c in conversations)
         row = result["summary"]["tuning (0-4)"]["hybrid"]
         plain = [r for r in result["records"] if not r["stress"] and r["category"] in OVERALL]
         assert row["overall"]["n"] == len(plain)
