@@ -82,6 +82,7 @@ from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemor
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
 from agent_engine.tiers.quarantine import CandidateReview, confirm_candidates
+from agent_engine.tiers.session import SessionEnd, SessionMemoryStore
 from agent_engine.tiers.signals import PromotionPreset
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
@@ -254,6 +255,8 @@ __all__ = [
     "Selection",
     "SelectionReason",
     "SentenceTransformerEmbedder",
+    "SessionEnd",
+    "SessionMemoryStore",
     "Status",
     "StoreNotEmptyError",
     "SummaryError",

@@ -43,6 +43,7 @@ __all__ = [
     "MAX_MERGED_FROM",
     "Origin",
     "Provenance",
+    "SESSION_SHARE",
     "Status",
     "Task",
     "TaskState",
@@ -68,9 +69,14 @@ Vector = npt.NDArray[np.float32]
 
 
 class Tier(enum.StrEnum):
-    """The memory tier an item lives in."""
+    """The memory tier an item lives in, from the narrowest scope to the widest.
+
+    A session (``docs/sessions.md``) sits between its tasks and their project: what an
+    agent's run of tasks found, kept until the session is finalised.
+    """
 
     TASK = "task"
+    SESSION = "session"
     PROJECT = "project"
     GLOBAL = "global"
 
@@ -384,6 +390,14 @@ def _share_global(value: object) -> float:
     return _share("global", value)
 
 
+def _share_session(value: object) -> float | None:
+    return None if value is None else _share("session", value)
+
+
+def _session_id(value: object) -> str | None:
+    return None if value is None else _identifier("session_id", value)
+
+
 def _query(value: object) -> str:
     return _string("query", value)
 
@@ -633,6 +647,9 @@ class Task:
     description: str = attrs.field(default="", converter=_description)
     state: TaskState = attrs.field(default=TaskState.RUNNING, converter=_state)
     metadata: dict[str, Any] = attrs.field(factory=dict, converter=_metadata)
+    session_id: str | None = attrs.field(default=None, converter=_session_id)
+    """The session the task runs in (of its project and user): its builds read that
+    session's memory too (``docs/sessions.md``). ``None``: the task runs on its own."""
 
 
 def _share(field: str, value: object) -> float:
@@ -644,26 +661,58 @@ def _share(field: str, value: object) -> float:
     return number
 
 
+SESSION_SHARE: Final = 0.2
+"""The share a session takes when a split does not say: from the task's and the project's."""
+
+
 @attrs.frozen
 class TierShares:
-    """How a context budget is split between tiers; the shares sum to 1."""
+    """How a context budget is split between tiers; the shares sum to 1.
+
+    ``session`` is the share of a task's session, for builds of a task that runs in one.
+    ``None`` (the default) leaves it unsaid: then task, project and global sum to 1, a build
+    without a session uses them as they are, and a build with one gives the session
+    :data:`SESSION_SHARE`, taken from the task's and the project's shares in proportion
+    (:meth:`with_session`: 40/40/20 becomes 30/20/30/20). A split that names a session share
+    is used as given, and a session share of 0 leaves the session out.
+    """
 
     task: float = attrs.field(default=0.4, converter=_share_task)
     project: float = attrs.field(default=0.4, converter=_share_project)
     global_: float = attrs.field(default=0.2, converter=_share_global)
+    session: float | None = attrs.field(default=None, converter=_share_session)
 
     def __attrs_post_init__(self) -> None:
-        total = self.task + self.project + self.global_
+        total = self.task + self.project + self.global_ + (self.session or 0.0)
         if not math.isclose(total, 1.0, abs_tol=1e-6):
             raise ValidationError(
                 f"tier shares must sum to 1, got {total:g}",
                 field="shares",
-                value=(self.task, self.project, self.global_),
+                value=(self.task, self.session, self.project, self.global_),
             )
 
     def of(self, tier: Tier) -> float:
-        """The share of ``tier``."""
+        """The share of ``tier`` (a session whose share is unsaid has none)."""
+        if tier is Tier.SESSION:
+            return self.session or 0.0
         return {Tier.TASK: self.task, Tier.PROJECT: self.project, Tier.GLOBAL: self.global_}[tier]
+
+    def with_session(self, share: float = SESSION_SHARE) -> TierShares:
+        """This split with a session share: its own, or ``share`` taken from task and project.
+
+        ``share`` of the budget comes from the task's and the project's shares in proportion
+        to them. A split that gives the task and the project nothing has nothing to take from: its
+        session gets nothing either.
+        """
+        if self.session is not None:
+            return self
+        narrow = self.task + self.project
+        if narrow <= 0:
+            return attrs.evolve(self, session=0.0)
+        taken = min(share, narrow)
+        keep = (narrow - taken) / narrow
+        task = round(self.task * keep, 9)
+        return TierShares(task, max(0.0, round(narrow - taken - task, 9)), self.global_, taken)
 
 
 def _budget(value: object) -> int:

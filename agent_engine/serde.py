@@ -80,7 +80,13 @@ def _make_converter() -> cattrs.Converter:
     # ``global`` is a keyword, so the attribute is ``global_``; the wire name is the plain word.
     converter.register_unstructure_hook(
         TierShares,
-        make_dict_unstructure_fn(TierShares, converter, global_=override(rename="global")),
+        make_dict_unstructure_fn(
+            TierShares,
+            converter,
+            global_=override(rename="global"),
+            # A split that leaves the session unsaid reads as it did before sessions.
+            session=override(omit_if_default=True),
+        ),
     )
     converter.register_structure_hook(
         TierShares,

@@ -1,7 +1,10 @@
 """The budget: how a context's tokens are split between tiers, and the order they are filled in.
 
 **Shares.** A request's ``shares`` win; else the agent profile it names; else the assembler's
-split (40/40/20 by default). Each tier's own allocation is ``floor(budget * share)``: the
+split (40/40/20 by default). A build of a task that runs in a session gives the session its
+share: the split's own, else :data:`~agent_engine.models.SESSION_SHARE` taken from the task's
+and project's shares (:meth:`~agent_engine.models.TierShares.with_session`: 30/20/30/20 by
+default). Each tier's own allocation is ``floor(budget * share)``: the
 floors never add up to more than the budget, and what rounding leaves over is spill-over.
 
 **Tiers on.** A tier whose share is 0, or that the request's ``tiers`` leave out, is off: it
@@ -47,8 +50,8 @@ from agent_engine.models import ContextRequest, Tier, TierShares
 
 __all__ = ["DEFAULT_SPILL_ORDER", "Budget", "Offers", "allocate", "fill", "plan_budget"]
 
-DEFAULT_SPILL_ORDER = (Tier.TASK, Tier.PROJECT, Tier.GLOBAL)
-"""Who gets leftover budget first: the current task, then project knowledge, then global."""
+DEFAULT_SPILL_ORDER = (Tier.TASK, Tier.SESSION, Tier.PROJECT, Tier.GLOBAL)
+"""Who gets leftover budget first: the current task, its session, the project, then global."""
 
 
 @attrs.frozen
@@ -126,18 +129,24 @@ def plan_budget(
     profiles: Mapping[str, TierShares],
     spill_order: tuple[Tier, ...] = DEFAULT_SPILL_ORDER,
     stable_prefix: bool = False,
+    session: bool = False,
 ) -> Budget:
     """The budget of ``request``: its split (see the module docstring) and allocations.
 
     ``shares`` and ``profiles``: the assembler's split and its agent profiles' splits.
     ``stable_prefix``: spill in prompt order, borrowing only from earlier tiers.
+    ``session``: whether the build reads a session (without one, the session tier is off).
     """
     split = request.shares
     if split is None and request.profile is not None:
         split = _profile(request.profile, profiles)
     split = split or shares
+    if session:
+        split = split.with_session()
     tokens = request.budget_tokens
     wanted = request.tiers if request.tiers is not None else frozenset(Tier)
+    if not session:
+        wanted -= {Tier.SESSION}
     on = frozenset(tier for tier in wanted if split.of(tier) > 0)
     return Budget(tokens, split, _allocation(tokens, split, on), spill_order, stable_prefix, on)
 

@@ -63,6 +63,7 @@ from agent_engine.tiers.base import TierStore, by_backend, record_access
 from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.session import SessionEnd, SessionMemoryStore
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
@@ -147,9 +148,21 @@ class ContextAssembler:
         """A user's global memory (see :meth:`MemoryStores.global_store`)."""
         return self.stores.global_store(user_id)
 
+    def session_store(
+        self, session_id: str, project_id: str = "default", user_id: str = "default"
+    ) -> SessionMemoryStore:
+        """The memory of a session (see :meth:`MemoryStores.session_store`)."""
+        return self.stores.session_store(session_id, project_id, user_id)
+
     def finish_task(self, task: Task | str) -> TaskEnd:
         """Clear a finished task's memory and report it (see :meth:`MemoryStores.finish_task`)."""
         return self.stores.finish_task(task)
+
+    def finish_session(
+        self, session_id: str, project_id: str = "default", user_id: str = "default"
+    ) -> SessionEnd:
+        """Finalise a session and report it (see :meth:`MemoryStores.finish_session`)."""
+        return self.stores.finish_session(session_id, project_id, user_id)
 
     def cleanup_task(self, task: Task | str) -> int:
         """Clear a finished task's memory and forget its store; return items removed.
@@ -216,15 +229,16 @@ class ContextAssembler:
         degraded = self._slo is not None and self._slo.degraded
         if degraded and config.slo is not None:
             config = attrs.evolve(config, limits=config.slo.degraded_limits)
+        stores = self.stores.for_task(task)
         budget = plan_budget(
             request,
             shares=config.shares,
             profiles=config.profiles,
             spill_order=config.spill_order,
             stable_prefix=config.stable_prefix,
+            session=Tier.SESSION in stores,
         )
         log = get_logger(task=task.id, project=task.project_id, policy=policy.name)
-        stores = self.stores.for_task(task)
         reads = FailOpen(strict=strict, log=log)
         # The query builder reads the task's last steps whichever tiers are on.
         query = self._query(request.query or task.description, stores[Tier.TASK], reads)

@@ -19,6 +19,19 @@ from agent_engine.models import Tier, TierShares
 __all__ = ["AssemblerConfig"]
 
 
+def _spill_order(value: object) -> object:
+    """An order that leaves the session out spills to it right after the task.
+
+    Orders were written before sessions existed: the session keeps its place between the
+    task and the project in them. Anything else is left for the check to refuse.
+    """
+    if not isinstance(value, tuple | list) or Tier.SESSION in value or Tier.TASK not in value:
+        return value
+    order = list(value)
+    order.insert(order.index(Tier.TASK) + 1, Tier.SESSION)
+    return tuple(order)
+
+
 @attrs.frozen
 class AssemblerConfig:
     """How contexts are assembled (everything a request does not say itself).
@@ -49,7 +62,7 @@ class AssemblerConfig:
     tail: int = 4
     layout: Layout = attrs.field(factory=Layout)
     limits: GatherLimits = attrs.field(factory=GatherLimits)
-    spill_order: tuple[Tier, ...] = DEFAULT_SPILL_ORDER
+    spill_order: tuple[Tier, ...] = attrs.field(default=DEFAULT_SPILL_ORDER, converter=_spill_order)
     min_score: float | None = None
     track_access: bool = True
     profiles: Mapping[str, TierShares] = attrs.field(factory=dict)

@@ -44,6 +44,8 @@ def explain(
             sum(1 for s in selections if s.tier is tier),
         )
         for tier in PROMPT_ORDER
+        # A task that runs in no session has no session tier to account for.
+        if tier is not Tier.SESSION or build.task.session_id is not None
     )
     candidate_tokens = sum(s.tokens for s in selections) + sum(o.tokens for o in omissions)
     return ContextPackage(

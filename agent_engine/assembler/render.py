@@ -6,16 +6,16 @@ so what is counted is what is rendered (seed 001 section 15 for the formats).
 
 Within a tier, items are grouped by session (a header carrying the session's date is paid once
 per group, which measured 3.6 tokens per item instead of 14 for a header on every line) and
-ordered by time; tiers appear global, then project, then task, so the most recent steps sit
-nearest the question. That order is also from the most stable to the least: a provider's
-prompt cache reuses the longest prefix that did not change since the last call, and between
-two steps of a task, its own memory is what changes most. A summary of the candidates left
-out for lack of room, when a build has one (:mod:`.summary`), changes with every step's
-selection: its section comes after the global and project sections and before the task's,
-which stays nearest the question. Headers and markers are kept lean
-because every token they cost is a token of memory left out: a group header is a plain
-``date, session:`` line (Markdown heading hashes cost a WordPiece token each) and
-conversation turns, which carry their speaker, need no bullet or label.
+ordered by time; tiers appear global, then project, then the session, then the task, so the most
+recent steps sit nearest the question. That order is also from the most stable to the least: a
+provider's prompt cache reuses the longest prefix that did not change since the last call, and
+between two steps of a task, its own memory is what changes most. A summary of the candidates
+left out for lack of room, when a build has one (:mod:`.summary`), changes with every step's
+selection: its section comes after the global and project sections and before the task's, which
+stays nearest the question. Headers and markers are kept lean because every token they cost is a
+token of memory left out: a group header is a plain ``date, session:`` line (Markdown heading
+hashes cost a WordPiece token each) and conversation turns, which carry their speaker, need no
+bullet or label.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = [
     "render_lines",
 ]
 
-PROMPT_ORDER = (Tier.GLOBAL, Tier.PROJECT, Tier.TASK)
+PROMPT_ORDER = (Tier.GLOBAL, Tier.PROJECT, Tier.SESSION, Tier.TASK)
 TRUNCATION_MARKER = " … [truncated]"
 
 
@@ -59,7 +59,12 @@ def _xml_safe(text: str) -> str:
     return _XML_FORBIDDEN.sub("\ufffd", text)
 
 
-_TITLES = {Tier.GLOBAL: "Global memory", Tier.PROJECT: "Project memory", Tier.TASK: "Task memory"}
+_TITLES = {
+    Tier.GLOBAL: "Global memory",
+    Tier.PROJECT: "Project memory",
+    Tier.SESSION: "Session memory",
+    Tier.TASK: "Task memory",
+}
 _SUMMARY_TITLE = "Summary of memories left out"
 
 

@@ -1,4 +1,4 @@
-"""The three memory tiers over any backend, promotion between them, and their audit log.
+"""The memory tiers over any backend, promotion between them, and their audit log.
 
 The top-level package re-exports all of it; this is the tiers' own front door for code that
 imports by layer.
@@ -20,7 +20,13 @@ from agent_engine.tiers.quarantine import (
     quarantine_ends,
     review_candidates,
 )
-from agent_engine.tiers.scope import parse_task_namespace
+from agent_engine.tiers.scope import parse_session_namespace, parse_task_namespace
+from agent_engine.tiers.session import (
+    SessionEnd,
+    SessionMemoryStore,
+    SessionSummarizer,
+    extractive_digest,
+)
 from agent_engine.tiers.signals import PRESETS, Evidence, PromotionPreset, Signal
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
@@ -46,11 +52,16 @@ __all__ = [
     "PromotionCandidate",
     "PromotionPreset",
     "PromotionResult",
+    "SessionEnd",
+    "SessionMemoryStore",
+    "SessionSummarizer",
     "Signal",
     "TaskEnd",
     "TaskMemoryStore",
     "TierStore",
     "confirm_candidates",
+    "extractive_digest",
+    "parse_session_namespace",
     "parse_task_namespace",
     "promote",
     "promotion_candidates",

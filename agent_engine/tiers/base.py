@@ -726,6 +726,25 @@ class TierStore:
         self._log.info("store_cleared", removed=removed)
         return removed
 
+    def clear_except(self, item_ids: Iterable[str]) -> int:
+        """Remove every item but those of ``item_ids`` (and their history); return how many.
+
+        One journaled ``clear``, whose ``detail["held"]`` names the items kept. Without any
+        item to keep this is :meth:`clear`. Foreign and unknown ids keep nothing.
+        """
+        kept = self.get_many(item_ids)
+        if not kept:
+            return self.clear()
+        spared = set(self._with_past(kept))
+        doomed = [item.id for item in self.list_all(view=View.ALL) if item.id not in spared]
+        if not doomed:
+            return 0
+        held = {"held": [item.id for item in kept]}
+        with self.audit.journal(AuditAction.CLEAR, self.tier, self.namespace, (), held):
+            self.backend.delete_many(doomed)
+        self._log.info("store_cleared", removed=len(doomed), held=len(kept))
+        return len(doomed)
+
     # ------------------------------------------------------------------ lifecycle
 
     def archive(

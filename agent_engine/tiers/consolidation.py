@@ -18,8 +18,9 @@ Auto-promotion is opt-in: given a preset (``MemoryStores(promotion="balanced")``
 items are scored, and those that pass the preset's hard filters and reach its threshold are
 promoted into the project's memory as quarantined candidates, with provenance
 (:mod:`agent_engine.tiers.quarantine` confirms or penalises them later); the other candidates
-are reported (and held, if asked) as without a preset. Presets promote task -> project only,
-never into global memory: the seed's pipeline promotes a session's findings into project
+are reported (and held, if asked) as without a preset. Presets promote into the project only
+(from a task, or from a finalised session: :mod:`agent_engine.tiers.session`), never into
+global memory: the seed's pipeline promotes a session's findings into project
 memory, and global memory is its user's, every promotion into it asked for first. Project ->
 global stays an explicit ``promote``.
 """
@@ -55,6 +56,7 @@ __all__ = [
     "CANDIDATE_ACCESSES",
     "PromotionCandidate",
     "TaskEnd",
+    "end_scope",
     "end_task",
     "promotion_candidates",
 ]
@@ -158,6 +160,23 @@ def end_task(
     ``hold``, the candidates not promoted stay in the task's memory
     (:meth:`~agent_engine.tiers.task.TaskMemoryStore.clear_except`).
     """
+    return end_scope(store, into=into, preset=preset, hold=hold)
+
+
+def end_scope(
+    store: TierStore,
+    *,
+    into: TierStore | None = None,
+    preset: PromotionPreset | str | None = None,
+    hold: bool = False,
+) -> TaskEnd:
+    """End a task's or a session's memory as :func:`end_task` does.
+
+    Auto-promotion goes into the project, whichever scope ends: a session's end is where its
+    findings reach the project (seed 001 section 9), and a task's goes there too, session or
+    not (an explicit :func:`~agent_engine.tiers.promotion.promote` may move an item into its
+    session).
+    """
     chosen = resolve_preset(preset) if preset is not None else None
     if (chosen is None) != (into is None):
         raise ValidationError(
@@ -167,8 +186,8 @@ def end_task(
         )
     if into is not None and into.tier is not Tier.PROJECT:
         raise ValidationError(
-            f"auto-promotion goes from a task into its project, not into {into.tier.value} "
-            "memory; promote into global memory explicitly",
+            f"auto-promotion goes from a {store.tier.value} into its project, not into "
+            f"{into.tier.value} memory; promote there explicitly",
             field="into",
             value=into.namespace,
         )
@@ -185,7 +204,7 @@ def end_task(
         elif hold:
             held.append(candidate.item.id)
     removed = store.clear_except(held)
-    forget_checkpoints(store)  # nothing rolls back into an ended task
+    forget_checkpoints(store)  # nothing rolls back into an ended scope
     return TaskEnd(
         namespace=store.namespace,
         removed=removed,

@@ -1,4 +1,4 @@
-"""Promotion between tiers: task -> project, project -> global.
+"""Promotion between tiers: task -> session -> project -> global (a task may skip its session).
 
 Seed 002 section 5.3: promotion is a deliberate act, to keep shared memory free of one task's
 noise; nothing here runs on its own. The promoted copy records where it came from
@@ -35,7 +35,12 @@ from agent_engine.tiers.dedup import find_duplicate
 
 __all__ = ["PromotionResult", "promote"]
 
-_ALLOWED = {(Tier.TASK, Tier.PROJECT), (Tier.PROJECT, Tier.GLOBAL)}
+_ALLOWED = {
+    (Tier.TASK, Tier.SESSION),
+    (Tier.TASK, Tier.PROJECT),
+    (Tier.SESSION, Tier.PROJECT),
+    (Tier.PROJECT, Tier.GLOBAL),
+}
 
 
 @attrs.frozen
@@ -93,7 +98,7 @@ def _promote(
     if (source.tier, target.tier) not in _ALLOWED:
         raise ValidationError(
             f"cannot promote from {source.tier.value} to {target.tier.value}; "
-            "promotion goes task -> project -> global",
+            "promotion goes task -> session -> project -> global",
             field="tier",
             value=(source.tier.value, target.tier.value),
         )

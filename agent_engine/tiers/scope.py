@@ -6,7 +6,8 @@ by :class:`~agent_engine.tiers.base.TierStore`, never left to callers:
 1. **Namespaces are built injectively** from the ids that define them. A project's memory is
    ``project:<project id>``, a user's global memory ``global:<user id>``, and a task's memory
    belongs to its project and user as well as its id: ``task:<project>:<user>:<task>``, with
-   ``%`` and ``:`` escaped in each part. No two different (project, user, task) triples give
+   ``%`` and ``:`` escaped in each part; a session's likewise,
+   ``session:<project>:<user>:<session>``. No two different (project, user, task) triples give
    one namespace, so two projects that both run a task called ``fix-login`` never share it.
 2. **Item ids are unique per scope.** A store writes every item under ``<scope>/<local id>``,
    where ``<scope>`` is its namespace with ``%`` and ``/`` escaped. Everything before the first
@@ -33,10 +34,12 @@ __all__ = [
     "global_namespace",
     "id_prefix",
     "local_id",
+    "parse_session_namespace",
     "parse_task_namespace",
     "project_namespace",
     "qualified",
     "scoped_id",
+    "session_namespace",
     "task_namespace",
 ]
 
@@ -44,6 +47,7 @@ SCOPE_SEPARATOR: Final = "/"
 """Separates an id's scope (its escaped namespace) from its local part."""
 
 _TASK_PREFIX: Final = "task:"
+_SESSION_PREFIX: Final = "session:"
 _ESCAPED: Final = re.compile(r"%([0-9A-F]{2})")
 
 
@@ -87,25 +91,46 @@ def global_namespace(user_id: str) -> str:
     return _namespace("user_id", "global:" + _part("user_id", user_id))
 
 
-def task_namespace(task_id: str, project_id: str = "default", user_id: str = "default") -> str:
-    """The namespace of a task's memory: its project, its user and its id, each escaped."""
+def _owned(prefix: str, field: str, own_id: str, project_id: str, user_id: str) -> str:
+    """A namespace owned by a project and a user: the prefix, then the three ids, escaped."""
     parts = (
         _part("project_id", project_id),
         _part("user_id", user_id),
-        _part("task_id", task_id),
+        _part(field, own_id),
     )
-    return _namespace("task_id", _TASK_PREFIX + ":".join(_escape(p, ":") for p in parts))
+    return _namespace(field, prefix + ":".join(_escape(p, ":") for p in parts))
+
+
+def _parse_owned(prefix: str, namespace: str) -> tuple[str, str, str] | None:
+    if not namespace.startswith(prefix):
+        return None
+    parts = namespace.removeprefix(prefix).split(":")
+    if len(parts) != 3:  # noqa: PLR2004 - project, user, own id
+        return None
+    project, user, own = (_unescape(part) for part in parts)
+    return project, user, own
+
+
+def task_namespace(task_id: str, project_id: str = "default", user_id: str = "default") -> str:
+    """The namespace of a task's memory: its project, its user and its id, each escaped."""
+    return _owned(_TASK_PREFIX, "task_id", task_id, project_id, user_id)
 
 
 def parse_task_namespace(namespace: str) -> tuple[str, str, str] | None:
     """The (project, user, task) ids a task namespace was built from, or ``None``."""
-    if not namespace.startswith(_TASK_PREFIX):
-        return None
-    parts = namespace.removeprefix(_TASK_PREFIX).split(":")
-    if len(parts) != 3:  # noqa: PLR2004 - project, user, task
-        return None
-    project, user, task = (_unescape(part) for part in parts)
-    return project, user, task
+    return _parse_owned(_TASK_PREFIX, namespace)
+
+
+def session_namespace(
+    session_id: str, project_id: str = "default", user_id: str = "default"
+) -> str:
+    """The namespace of a session's memory: its project, its user and its id, each escaped."""
+    return _owned(_SESSION_PREFIX, "session_id", session_id, project_id, user_id)
+
+
+def parse_session_namespace(namespace: str) -> tuple[str, str, str] | None:
+    """The (project, user, session) ids a session namespace was built from, or ``None``."""
+    return _parse_owned(_SESSION_PREFIX, namespace)
 
 
 def id_prefix(namespace: str) -> str:

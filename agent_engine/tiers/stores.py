@@ -1,11 +1,11 @@
-"""The stores an assembler reads: who opens a task's, a project's and a user's memory.
+"""The stores an assembler reads: who opens a task's, a session's, a project's and a user's memory.
 
-An assembler reads three tiers for every step, and an application writes to the same stores
-between steps. One object opens them all, on first use, over the backends each tier lives on,
-with the tiers' own settings (the project item limit, the global confirmation callback, the
-clock their timestamps come from, the auto-promotion preset when one is chosen), and keeps
-them, so the assembler and the application share one store per scope: an eviction limit or a
-confirmation callback applies whichever of them writes.
+An assembler reads three tiers for every step (four when the task runs in a session), and an
+application writes to the same stores between steps. One object opens them all, on first use,
+over the backends each tier lives on, with the tiers' own settings (the project item limit, the
+global confirmation callback, the clock their timestamps come from, the auto-promotion preset
+when one is chosen), and keeps them, so the assembler and the application share one store per
+scope: an eviction limit or a confirmation callback applies whichever of them writes.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -30,6 +31,13 @@ from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
 from agent_engine.tiers.global_ import Confirm, GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.quarantine import DEFAULT_WINDOW, check_window, confirm_candidates
+from agent_engine.tiers.scope import session_namespace
+from agent_engine.tiers.session import (
+    SessionEnd,
+    SessionMemoryStore,
+    SessionSummarizer,
+    extractive_digest,
+)
 from agent_engine.tiers.signals import PromotionPreset, resolve_preset
 from agent_engine.tiers.task import TaskMemoryStore, task_namespace
 
@@ -41,7 +49,9 @@ class MemoryStores:
 
     Give one ``backend`` for every tier, or one per tier. Without ``task_backend``, task memory
     goes to ``backend`` when one is given, else to a fresh in-memory backend (task memory is
-    ephemeral). ``max_project_items`` bounds each project's memory (``None``: unbounded);
+    ephemeral); session memory, which outlives a task and is shared by processes, goes where
+    project memory goes unless ``session_backend`` says. ``max_project_items`` bounds each
+    project's memory (``None``: unbounded);
     ``confirm`` is asked before a high-risk write to global memory; ``clock`` stamps what the
     stores write; ``aging`` is the policy each store's ``compact()`` applies (a project's
     soft limit is still ``max_project_items``); ``conflict_detection`` bounds the search for
@@ -70,6 +80,7 @@ class MemoryStores:
         backend: MemoryBackend | None = None,
         *,
         task_backend: MemoryBackend | None = None,
+        session_backend: MemoryBackend | None = None,
         project_backend: MemoryBackend | None = None,
         global_backend: MemoryBackend | None = None,
         max_project_items: int | None = 1000,
@@ -90,6 +101,7 @@ class MemoryStores:
         shared = backend if backend is not None else InMemoryBackend()
         self.backends: Mapping[Tier, MemoryBackend] = {
             Tier.TASK: task_backend or backend or InMemoryBackend(),
+            Tier.SESSION: session_backend or project_backend or shared,
             Tier.PROJECT: project_backend or shared,
             Tier.GLOBAL: global_backend or shared,
         }
@@ -102,6 +114,7 @@ class MemoryStores:
         self.redaction = _validate.optional("redaction", RedactionPolicy, redaction)
         self.telemetry = _validate.optional("telemetry", Telemetry, telemetry)
         self._tasks: dict[str, TaskMemoryStore] = {}
+        self._sessions: dict[str, SessionMemoryStore] = {}
         self._projects: dict[str, ProjectMemoryStore] = {}
         self._globals: dict[str, GlobalMemoryStore] = {}
         self._lock = threading.Lock()
@@ -128,12 +141,7 @@ class MemoryStores:
                     project_id,
                     self.backends[Tier.PROJECT],
                     max_items=self.max_project_items,
-                    clock=self.clock,
-                    aging=self.aging,
-                    conflict_detection=self.conflict_detection,
-                    merge=self.merge,
-                    redaction=self.redaction,
-                    telemetry=self.telemetry,
+                    **self._settings(),
                 )
             return store
 
@@ -146,22 +154,70 @@ class MemoryStores:
                     self.backends[Tier.GLOBAL],
                     user_id,
                     confirm=self.confirm,
-                    clock=self.clock,
-                    aging=self.aging,
-                    conflict_detection=self.conflict_detection,
-                    merge=self.merge,
-                    redaction=self.redaction,
-                    telemetry=self.telemetry,
+                    **self._settings(),
                 )
             return store
 
+    def session_store(
+        self, session_id: str, project_id: str = "default", user_id: str = "default"
+    ) -> SessionMemoryStore:
+        """The memory of a session of a project and user (opened on first use)."""
+        key = session_namespace(session_id, project_id, user_id)
+        with self._lock:
+            store = self._sessions.get(key)
+            if store is None:
+                store = self._sessions[key] = self._open_session(session_id, project_id, user_id)
+            return store
+
+    def session_of(self, task: Task) -> SessionMemoryStore | None:
+        """The memory of the session ``task`` runs in; ``None`` when it runs in none."""
+        if task.session_id is None:
+            return None
+        return self.session_store(task.session_id, task.project_id, task.user_id)
+
     def for_task(self, task: Task) -> dict[Tier, TierStore]:
-        """The three stores a step of ``task`` reads: its own, its project's, its user's."""
+        """The stores a step of ``task`` reads: its own, its session's, its project's, its user's.
+
+        A task that runs in no session reads no session store.
+        """
+        session = self.session_of(task)
         return {
             Tier.TASK: self.task_store(task),
+            **({} if session is None else {Tier.SESSION: session}),
             Tier.PROJECT: self.project_store(task.project_id),
             Tier.GLOBAL: self.global_store(task.user_id),
         }
+
+    def finish_session(
+        self,
+        session_id: str,
+        project_id: str = "default",
+        user_id: str = "default",
+        *,
+        summarizer: SessionSummarizer | None = extractive_digest,
+    ) -> SessionEnd:
+        """Finalise a session and forget its store; say what became of it.
+
+        Its summary is kept in the project as a ``session_summary`` candidate; its promotion
+        candidates are reported (held with ``hold_candidates``) and, with a ``promotion``
+        preset, the confirmation step runs on the project's candidates and the qualifying
+        ones are promoted into the project (:meth:`SessionMemoryStore.finish`).
+        """
+        key = session_namespace(session_id, project_id, user_id)
+        with self._lock:
+            store = self._sessions.pop(key, None)
+        memory = store or self._open_session(session_id, project_id, user_id)
+        project = self.project_store(project_id)
+        review = None
+        if self.promotion is not None:
+            review = confirm_candidates(project, window=self.candidate_window)
+        end = memory.finish(
+            into=project,
+            preset=self.promotion,
+            hold=self.hold_candidates,
+            summarizer=summarizer,
+        )
+        return attrs.evolve(end, review=review)
 
     def finish_task(self, task: Task | str) -> TaskEnd:
         """Clear a finished task's memory and forget its store; say what became of it.
@@ -190,12 +246,28 @@ class MemoryStores:
         return TaskMemoryStore(
             task,
             self.backends[Tier.TASK],
-            clock=self.clock,
-            aging=self.aging,
-            conflict_detection=self.conflict_detection,
-            redaction=self.redaction,
-            telemetry=self.telemetry,
+            **self._settings(merge=False),
         )
+
+    def _open_session(self, session_id: str, project_id: str, user_id: str) -> SessionMemoryStore:
+        return SessionMemoryStore(
+            session_id,
+            self.backends[Tier.SESSION],
+            project_id=project_id,
+            user_id=user_id,
+            **self._settings(),
+        )
+
+    def _settings(self, *, merge: bool = True) -> dict[str, Any]:
+        """What every store opened here shares; task memory keeps its timeline unmerged."""
+        return {
+            "clock": self.clock,
+            "aging": self.aging,
+            "conflict_detection": self.conflict_detection,
+            **({"merge": self.merge} if merge else {}),
+            "redaction": self.redaction,
+            "telemetry": self.telemetry,
+        }
 
 
 def _task_key(task: Task | str) -> str:

@@ -14,7 +14,7 @@ A task's memory belongs to its project and its user as well as its id
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +23,7 @@ from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.models import AuditAction, ContextItem, Task, TaskState, Tier, utcnow
+from agent_engine.models import ContextItem, Task, TaskState, Tier, utcnow
 from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
 from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
@@ -33,7 +33,6 @@ from agent_engine.tiers.consolidation import TaskEnd, end_task
 from agent_engine.tiers.dedup import MergePolicy
 from agent_engine.tiers.scope import task_namespace
 from agent_engine.tiers.signals import PromotionPreset
-from agent_engine.tiers.views import View
 
 __all__ = ["TaskMemoryStore", "task_namespace"]
 
@@ -176,25 +175,6 @@ class TaskMemoryStore(TierStore):
         quarantined candidates. See :mod:`agent_engine.tiers.consolidation`.
         """
         return end_task(self, into=into, preset=preset, hold=hold)
-
-    def clear_except(self, item_ids: Iterable[str]) -> int:
-        """Remove every item but those of ``item_ids`` (and their history); return how many.
-
-        One journaled ``clear``, whose ``detail["held"]`` names the items kept. Without any
-        item to keep this is :meth:`clear`. Foreign and unknown ids keep nothing.
-        """
-        kept = self.get_many(item_ids)
-        if not kept:
-            return self.clear()
-        spared = set(self._with_past(kept))
-        doomed = [item.id for item in self.list_all(view=View.ALL) if item.id not in spared]
-        if not doomed:
-            return 0
-        held = {"held": [item.id for item in kept]}
-        with self.audit.journal(AuditAction.CLEAR, self.tier, self.namespace, (), held):
-            self.backend.delete_many(doomed)
-        self._log.info("store_cleared", removed=len(doomed), held=len(kept))
-        return len(doomed)
 
     def _stage_source(self, stage_id: str) -> str:
         return f"task/{self.task_id}/{stage_id}"

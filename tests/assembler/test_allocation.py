@@ -24,12 +24,10 @@ ITEM_COST = 7
 
 def fill(assembler, tiers, count=150):
     """``count`` small items of equal cost in each of ``tiers`` (different content per tier)."""
-    stores = {
-        Tier.TASK: assembler.task_store(TASK),
-        Tier.PROJECT: assembler.project_store(TASK.project_id),
-        Tier.GLOBAL: assembler.global_store(TASK.user_id),
-    }
+    stores = assembler.stores.for_task(TASK)
     for tier in tiers:
+        if tier not in stores:  # the session, of a task that runs in none
+            continue
         store = stores[tier]
         store.add_many(
             store.new_item("turn", f"{tier.value} note {n} of the backlog") for n in range(count)
@@ -43,13 +41,19 @@ def build(assembler, **request):
 class TestAllocate:
     def test_default_split(self):
         """The default split is 40/40/20 of the budget."""
-        assert allocate(1000, TierShares()) == {Tier.TASK: 400, Tier.PROJECT: 400, Tier.GLOBAL: 200}
+        assert allocate(1000, TierShares()) == {
+            Tier.TASK: 400,
+            Tier.SESSION: 0,
+            Tier.PROJECT: 400,
+            Tier.GLOBAL: 200,
+        }
 
     @pytest.mark.parametrize("budget", [1, 7, 999, 4001])
     def test_rounds_down(self, budget):
         """Each tier gets the floor of its share; the remainder is left for spill-over."""
         split = allocate(budget, TierShares(1 / 3, 1 / 3, 1 / 3))
-        assert all(part == budget // 3 for part in split.values())
+        assert [split[tier] for tier in (Tier.TASK, Tier.PROJECT, Tier.GLOBAL)] == [budget // 3] * 3
+        assert split[Tier.SESSION] == 0
         assert sum(split.values()) <= budget
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
+import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,12 +65,16 @@ def item_specs(draw):
 
 @st.composite
 def shares(draw):
+    """A split; with a session share or (more often) leaving the session unsaid."""
     task, project, global_ = (draw(st.integers(0, 10)) for _ in range(3))
-    total = task + project + global_
+    session = draw(st.none() | st.integers(0, 10))
+    total = task + project + global_ + (session or 0)
     if not total:
         task = total = 1
-    rest = max(0.0, 1 - task / total - project / total)
-    return TierShares(task / total, project / total, rest)
+    rest = max(0.0, 1 - task / total - project / total - (session or 0) / total)
+    return TierShares(
+        task / total, project / total, rest, session=None if session is None else session / total
+    )
 
 
 scenarios = st.fixed_dictionaries(
@@ -84,6 +89,7 @@ scenarios = st.fixed_dictionaries(
         "query": st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join),
         "shares_on_request": st.booleans(),
         "stable_prefix": st.booleans(),
+        "in_session": st.booleans(),
     }
 )
 
@@ -111,11 +117,14 @@ def build(scenario, **settings):
         ),
         config=config,
     )
-    task = Task(id="t", project_id="p", user_id="u")
+    task = Task(
+        id="t", project_id="p", user_id="u", session_id="s" if scenario["in_session"] else None
+    )
+    # A task in no session reads no session memory: the scenario's session items go to a
+    # session of the project that no one reads.
     stores = {
-        Tier.TASK: assembler.task_store(task),
-        Tier.PROJECT: assembler.project_store("p"),
-        Tier.GLOBAL: assembler.global_store("u"),
+        **assembler.stores.for_task(attrs.evolve(task, session_id="s")),
+        **assembler.stores.for_task(task),
     }
     all_texts = [spec["text"] for specs in scenario["tiers"].values() for spec in specs]
     items = []
@@ -149,6 +158,14 @@ def build(scenario, **settings):
         shares=shares_ if scenario["shares_on_request"] else None,
     )
     return assembler.build_context(task, request), {item.id: item for item in items}
+
+
+def tiers_off(scenario):
+    """The tiers a scenario's build does not read: those of no share, and a session of none."""
+    split = scenario["shares"]
+    if not scenario["in_session"]:
+        return {Tier.SESSION} | {tier for tier in Tier if split.of(tier) == 0}
+    return {tier for tier in Tier if split.with_session().of(tier) == 0}
 
 
 def beside_pinned(package, item):
@@ -191,7 +208,7 @@ class TestEveryPackage:
         # (c) pinned items come first: one left out could not have fit beside those chosen
         # (a tier whose share is 0 is off: its pinned items are not read at all).
         reasons = {o.item_id: o.reason for o in package.omissions}
-        off = {tier for tier in Tier if scenario["shares"].of(tier) == 0}
+        off = tiers_off(scenario)
         for item in stored.values():
             if not item.pinned or item.id in ids or item.expired(NOW) or item.tier in off:
                 continue

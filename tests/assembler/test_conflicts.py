@@ -217,7 +217,7 @@ class TestFailure:
         assert {s.body for s in package.selections} >= {ALWAYS, NEVER}
         assert package.conflicts == ()
         assert {(f.tier, f.phase) for f in package.failures} == {
-            (tier, "conflicts") for tier in Tier
+            (tier, "conflicts") for tier in (Tier.TASK, Tier.PROJECT, Tier.GLOBAL)
         }
         with pytest.raises(BackendError):
             assembler.build_context(TASK, ContextRequest(budget_tokens=400), strict=True)

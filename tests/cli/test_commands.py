@@ -57,7 +57,7 @@ class TestCommands:
         assert status["store"] == "memory://"
         assert status["project"] == "webshop"
         assert status["user"] == "ada"
-        assert status["totals"] == {"task": 0, "project": 0, "global": 0}
+        assert status["totals"] == {"task": 0, "session": 0, "project": 0, "global": 0}
         assert status["schema_revision"] is None
 
     def test_bench_delegates_to_the_runner(self, cli):

@@ -240,7 +240,7 @@ class TestDemoOnSqlite:
             assert result.code == 0, result.err
             scope = ("--project", "ledgerline-demo", "--user", "demo-user")
             status = sql_cli("--json", "memory", "status", *scope).json()
-            assert status["totals"] == {"task": 0, "project": 17, "global": 4}
+            assert status["totals"] == {"task": 0, "session": 0, "project": 17, "global": 4}
 
 
 class TestAddInput:

@@ -45,7 +45,7 @@ class TestEmptySqliteFile:
         assert cli("--db", url, "--json", "memory", "list").json() == []
         status = cli("--db", url, "--json", "memory", "status").json()
         assert status["schema_revision"] is None
-        assert status["totals"] == {"task": 0, "project": 0, "global": 0}
+        assert status["totals"] == {"task": 0, "session": 0, "project": 0, "global": 0}
         shown = cli("--db", url, "memory", "status")
         assert "no agent_engine schema yet" in shown.out
 

@@ -261,7 +261,7 @@ def test_a_whole_store_is_no_snapshot(embedder):
     ("options", "field"),
     [
         pytest.param({"namespace": ""}, "namespace", id="empty-namespace"),
-        pytest.param({"tier": "session"}, "tier", id="unknown-tier"),
+        pytest.param({"tier": "galaxy"}, "tier", id="unknown-tier"),
         pytest.param({"batch_size": 0}, "batch_size", id="no-batch"),
         pytest.param({"vectors": "yes"}, "vectors", id="vectors-not-a-bool"),
     ],

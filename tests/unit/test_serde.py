@@ -73,6 +73,7 @@ class TestRoundTrip:
         [
             Task(id="t", project_id="p", metadata={"a": [1]}),
             ContextRequest(budget_tokens=512, query="q", shares=TierShares(0.5, 0.3, 0.2)),
+            ContextRequest(budget_tokens=512, shares=TierShares(0.3, 0.3, 0.2, session=0.2)),
             ContextRequest(budget_tokens=1),
             Provenance("s", Tier.PROJECT, "project:x", T0, "why"),
         ],
