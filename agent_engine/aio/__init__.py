@@ -12,6 +12,7 @@ from agent_engine.aio.backend import AsyncMemoryBackend
 from agent_engine.aio.tiers import (
     AsyncGlobalMemoryStore,
     AsyncProjectMemoryStore,
+    AsyncSessionMemoryStore,
     AsyncTaskMemoryStore,
     AsyncTierStore,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "AsyncGlobalMemoryStore",
     "AsyncMemoryBackend",
     "AsyncProjectMemoryStore",
+    "AsyncSessionMemoryStore",
     "AsyncTaskMemoryStore",
     "AsyncTierStore",
 ]

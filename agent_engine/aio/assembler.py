@@ -18,6 +18,7 @@ from agent_engine.aio.backend import AsyncMemoryBackend
 from agent_engine.aio.tiers import (
     AsyncGlobalMemoryStore,
     AsyncProjectMemoryStore,
+    AsyncSessionMemoryStore,
     AsyncTaskMemoryStore,
 )
 from agent_engine.assembler.assembler import ContextAssembler
@@ -95,6 +96,14 @@ class AsyncContextAssembler(AsyncClosing):
         """The async twin of a task's memory (see ``ContextAssembler.task_store``)."""
         return AsyncTaskMemoryStore(self.sync.task_store(task), self.offload)
 
+    def session_store(
+        self, session_id: str, project_id: str = "default", user_id: str = "default"
+    ) -> AsyncSessionMemoryStore:
+        """The async twin of a session's memory (see ``ContextAssembler.session_store``)."""
+        return AsyncSessionMemoryStore(
+            self.sync.session_store(session_id, project_id, user_id), self.offload
+        )
+
     def project_store(self, project_id: str) -> AsyncProjectMemoryStore:
         """The async twin of a project's memory."""
         return AsyncProjectMemoryStore(self.sync.project_store(project_id), self.offload)
@@ -105,6 +114,7 @@ class AsyncContextAssembler(AsyncClosing):
 
     build_context = twin(ContextAssembler.build_context)
     finish_task = twin(ContextAssembler.finish_task)
+    finish_session = twin(ContextAssembler.finish_session)
     cleanup_task = twin(ContextAssembler.cleanup_task)
 
     async def call(self, function: Callable[[ContextAssembler], R]) -> R:

@@ -16,11 +16,13 @@ from agent_engine.models import ContextItem, Tier
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.session import SessionMemoryStore
 from agent_engine.tiers.task import TaskMemoryStore
 
 __all__ = [
     "AsyncGlobalMemoryStore",
     "AsyncProjectMemoryStore",
+    "AsyncSessionMemoryStore",
     "AsyncTaskMemoryStore",
     "AsyncTierStore",
 ]
@@ -95,6 +97,14 @@ class AsyncTaskMemoryStore(AsyncTierStore[TaskMemoryStore]):
     get_stage_outputs = twin(TaskMemoryStore.get_stage_outputs)
     on_state = twin(TaskMemoryStore.on_state)
     finish = twin(TaskMemoryStore.finish)
+
+
+class AsyncSessionMemoryStore(AsyncTierStore[SessionMemoryStore]):
+    """The async twin of a session's memory (``SessionMemoryStore``)."""
+
+    add_message = twin(SessionMemoryStore.add_message)
+    add_finding = twin(SessionMemoryStore.add_finding)
+    finish = twin(SessionMemoryStore.finish)
 
 
 class AsyncProjectMemoryStore(AsyncTierStore[ProjectMemoryStore]):

@@ -20,6 +20,7 @@ from agent_engine.cli import (
     _ingest,
     _mcp,
     _memory,
+    _sessions,
     _transfer,
 )
 from agent_engine.cli._settings import EMBEDDER_ENV, EmbedderName, Settings
@@ -144,13 +145,16 @@ _memory.app.command(name="export")(_transfer.export)
 _memory.app.command(name="import")(_transfer.import_)
 _memory.app.command(name="checkpoint")(_transfer.checkpoint)
 _memory.app.command(name="rollback")(_transfer.rollback)
+_memory.app.command(name="finish-session")(_sessions.finish_session)
 _memory.app.add_typer(
     _aliases.app, name="alias", short_help="A project's aliases: add, list or remove them."
 )
 app.command(name="mcp", short_help="Serve a project's memory to an MCP client over stdio.")(
     _mcp.mcp
 )
-app.add_typer(_memory.app, name="memory", short_help="Manage project, global and task memory.")
+app.add_typer(
+    _memory.app, name="memory", short_help="Manage project, global, session and task memory."
+)
 app.add_typer(_db.app, name="db", short_help="Upgrade the database schema, or show it.")
 app.add_typer(
     _ingest.app, name="ingest", short_help="Queue memories for a worker to store; run it."

@@ -26,7 +26,15 @@ from agent_engine import (
     confirm_candidates,
     promotion_candidates,
 )
-from agent_engine.cli._memory import Json, Project, TaskOption, User, _json, _open
+from agent_engine.cli._memory import (
+    Json,
+    Project,
+    SessionOption,
+    TaskOption,
+    User,
+    _json,
+    _open,
+)
 from agent_engine.cli._output import _short, console, emit_json, item_json
 from agent_engine.cli._store import Access
 from agent_engine.tiers import quarantine_ends, review_candidates
@@ -46,12 +54,14 @@ Window = Annotated[
 def candidates(
     ctx: typer.Context,
     task: TaskOption = None,
+    session: SessionOption = None,
     preset: Annotated[
         str | None,
         typer.Option(
             "--preset",
             metavar="NAME",
-            help="With --task: score as this preset would (conservative, balanced, aggressive).",
+            help="With --task or --session: score as this preset would (conservative, "
+            "balanced, aggressive).",
         ),
     ] = None,
     window: Window = 24.0,
@@ -59,17 +69,19 @@ def candidates(
     user: User = None,
     json_output: Json = False,
 ) -> None:
-    """Show promotion candidates: a task's (--task), else the project's quarantined ones."""
+    """Show promotion candidates: a task's or session's, else the project's quarantined ones."""
     length = _window(window)
-    if task is None and preset is not None:
-        raise ValidationError("--preset scores a task's items; name the task with --task")
-    scope = _open(ctx, project, user, access=Access.READ, task=task)
-    if scope.task is not None:
-        found = promotion_candidates(scope.task, preset)
+    if task is None and session is None and preset is not None:
+        raise ValidationError(
+            "--preset scores a task's or session's items; name it with --task or --session"
+        )
+    scope = _open(ctx, project, user, access=Access.READ, task=task, session=session)
+    if scope.narrow is not None:
+        found = promotion_candidates(scope.narrow, preset)
         if _json(ctx, json_output):
             emit_json([_candidate_json(candidate) for candidate in found])
             return
-        title = f"{len(found)} promotion candidate(s) in {scope.task.namespace}"
+        title = f"{len(found)} promotion candidate(s) in {scope.narrow.namespace}"
         console().print(_candidate_table(found, title))
         return
     rows = _outcomes(scope.project, length)

@@ -14,16 +14,18 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from agent_engine import CompactionReport, TierStore
-from agent_engine.cli._errors import CommandError
+from agent_engine import CompactionReport
 from agent_engine.cli._memory import (
     Json,
     Project,
+    SessionOption,
     TaskOption,
     TierChoice,
     User,
     Which,
     _json,
+    _narrow_or_tiers,
+    _one_scope,
     _open,
 )
 from agent_engine.cli._output import console, emit_json
@@ -42,6 +44,7 @@ def compact(
     ] = False,
     tier: TierChoice = Which.ALL,
     task: TaskOption = None,
+    session: SessionOption = None,
     limit: Annotated[
         int, typer.Option(metavar="N", min=0, help="List at most N moves per store (--json: all).")
     ] = 50,
@@ -53,10 +56,10 @@ def compact(
 
     Pinned items never move, and nothing is deleted: archived items stay searchable.
     """
-    if task is not None and tier is not Which.ALL:
-        raise CommandError("--task compacts one task's memory; leave out --tier")
-    scope = _open(ctx, project, user, access=Access.READ if dry_run else Access.WRITE, task=task)
-    stores: list[TierStore] = [scope.task] if scope.task is not None else scope.stores(tier)
+    _one_scope(task, session, tier, "compacts")
+    access = Access.READ if dry_run else Access.WRITE
+    scope = _open(ctx, project, user, access=access, task=task, session=session)
+    stores = _narrow_or_tiers(scope, tier)
     reports = [store.compact(dry_run=dry_run) for store in stores]
     if _json(ctx, json_output):
         emit_json({"dry_run": dry_run, "stores": [_report_json(report) for report in reports]})

@@ -34,6 +34,7 @@ from agent_engine import (
     GlobalMemoryStore,
     ItemNotFoundError,
     ProjectMemoryStore,
+    SessionMemoryStore,
     Status,
     Task,
     TaskMemoryStore,
@@ -129,6 +130,15 @@ ViewOption = Annotated[
         show_default=False,
     ),
 ]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        metavar="SESSION",
+        help="A session's memory (of this project and user) instead of project and global.",
+        show_default=False,
+    ),
+]
 AsOf = Annotated[
     str | None,
     typer.Option(
@@ -169,6 +179,13 @@ class Scope:
     user: GlobalMemoryStore
     task: TaskMemoryStore | None = None
     """The memory of the task named by ``--task`` (of this project and user)."""
+    session: SessionMemoryStore | None = None
+    """The memory of the session named by ``--session`` (of this project and user)."""
+
+    @property
+    def narrow(self) -> TierStore | None:
+        """The task's or the session's store, when the options name one."""
+        return self.task if self.task is not None else self.session
 
     def stores(self, tier: str = Which.ALL) -> list[TierStore]:
         """The tier stores ``tier`` names (``all``: project, then global)."""
@@ -198,9 +215,12 @@ def _open(
     embed: bool = False,
     yes: bool = False,
     task: str | None = None,
+    session: str | None = None,
     redact: bool = True,
 ) -> Scope:
     """The scope's stores; ``redact=False`` opens them without redaction (``memory add``)."""
+    if task is not None and session is not None:
+        raise CommandError("--task and --session name different scopes; give one")
     options = settings(ctx)
     embedder = make_embedder(options.embedder) if embed else None
     store = open_store(
@@ -220,6 +240,11 @@ def _open(
         ProjectMemoryStore(project_id, store.backend, redaction=policy),
         GlobalMemoryStore(store.backend, user_id, confirm=confirm, redaction=policy),
         None if task_of is None else TaskMemoryStore(task_of, store.backend, redaction=policy),
+        None
+        if session is None
+        else SessionMemoryStore(
+            session, store.backend, project_id=project_id, user_id=user_id, redaction=policy
+        ),
     )
 
 
@@ -271,7 +296,18 @@ def add(
             "--kind", "-k", metavar="KIND", help="decision, convention, failure, pattern, ..."
         ),
     ] = "note",
-    tier: Annotated[Into, typer.Option("--tier", "-t", help="Which tier.")] = Into.PROJECT,
+    tier: Annotated[
+        Into | None, typer.Option("--tier", "-t", help="Which tier (default: project).")
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            metavar="SESSION",
+            help="Remember it in this session's memory (of this project and user) instead.",
+            show_default=False,
+        ),
+    ] = None,
     importance: Annotated[float, typer.Option(metavar="0..1", help="From 0 to 1.")] = 0.5,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", metavar="TAG", help="A tag (repeatable).")
@@ -294,7 +330,7 @@ def add(
     yes: Yes = False,
     json_output: Json = False,
 ) -> None:
-    """Remember TEXT (- for stdin, or --file PATH) in project or global memory.
+    """Remember TEXT (- for stdin, or --file PATH) in project, global or a session's memory.
 
     It takes the write path (docs/ingestion.md): secrets and personal data are masked
     (--no-redaction stores the text as given), and a conversation turn (--kind turn) that is
@@ -302,11 +338,20 @@ def add(
     What the memory already holds (the same kind, nearly the same meaning) is not stored
     twice: the held memory is strengthened, and the output says which it was.
     """
+    if session is not None and tier is not None:
+        raise CommandError("--session and --tier name different scopes; give one")
     body = _read_text(text, file)  # before opening: bad input creates no store
     scope = _open(
-        ctx, project, user, access=Access.CREATE, embed=True, yes=yes, redact=not no_redaction
+        ctx,
+        project,
+        user,
+        access=Access.CREATE,
+        embed=True,
+        yes=yes,
+        session=session,
+        redact=not no_redaction,
     )
-    (store,) = scope.stores(tier)
+    store = scope.session if scope.session is not None else scope.stores(tier or Into.PROJECT)[0]
     item = store.new_item(
         kind,
         body,
@@ -372,11 +417,23 @@ TaskOption = Annotated[
 ]
 
 
+def _narrow_or_tiers(scope: Scope, tier: str) -> list[TierStore]:
+    """The task's or session's store the options name, else the stores ``--tier`` names."""
+    return [scope.narrow] if scope.narrow is not None else scope.stores(tier)
+
+
+def _one_scope(task: str | None, session: str | None, tier: str, what: str) -> None:
+    if (task is not None or session is not None) and tier != Which.ALL:
+        option = "--task" if task is not None else "--session"
+        raise CommandError(f"{option} {what} one scope's memory; leave out --tier")
+
+
 @app.command(name="list")
 def list_(
     ctx: typer.Context,
     tier: TierChoice = Which.ALL,
     task: TaskOption = None,
+    session: SessionOption = None,
     kind: Kind = None,
     limit: Limit = 50,
     archived: Archived = False,
@@ -386,15 +443,14 @@ def list_(
     user: User = None,
     json_output: Json = False,
 ) -> None:
-    """List memories, newest first: project and global, or one task's with --task."""
-    if task is not None and tier is not Which.ALL:
-        raise CommandError("--task lists one task's memory; leave out --tier")
+    """List memories, newest first: project and global, or one task's (--task) or session's."""
+    _one_scope(task, session, tier, "lists")
     seen = _view(archived, view)
     at = _time("--as-of", as_of)
     if at is not None and (archived or view is not None):
         raise CommandError("--as-of lists what held then, whatever its state now; drop --view")
-    scope = _open(ctx, project, user, access=Access.READ, task=task)
-    stores: list[TierStore] = [scope.task] if scope.task is not None else scope.stores(tier)
+    scope = _open(ctx, project, user, access=Access.READ, task=task, session=session)
+    stores = _narrow_or_tiers(scope, tier)
     filters: dict[str, Any] = {"kind": kind} if kind else {}
     items = [
         item for store in stores for item in store.query(filters, limit=limit, view=seen, as_of=at)

@@ -30,10 +30,12 @@ from agent_engine.cli._memory import (
     Json,
     Project,
     Scope,
+    SessionOption,
     TaskOption,
     User,
     Yes,
     _json,
+    _narrow_or_tiers,
     _open,
 )
 from agent_engine.cli._output import console, emit_json, progress_bar
@@ -52,6 +54,7 @@ def export(
     file: File,
     tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
     task: TaskOption = None,
+    session: SessionOption = None,
     whole: Annotated[
         bool, typer.Option("--store", help="Everything the store holds, every scope.")
     ] = False,
@@ -63,9 +66,12 @@ def export(
     json_output: Json = False,
 ) -> None:
     """Write a scope's memory (default: the project's) to FILE, for `memory import`."""
-    if whole and task is not None:
-        raise ValidationError("--store and --task name different scopes; give one", field="task")
-    scope = _open(ctx, project, user, access=Access.READ, task=task)
+    if whole and (task is not None or session is not None):
+        option = "task" if task is not None else "session"
+        raise ValidationError(
+            f"--store and --{option} name different scopes; give one", field=option
+        )
+    scope = _open(ctx, project, user, access=Access.READ, task=task, session=session)
     store = None if whole else _chosen(scope, tier)
     namespace, which = (None, None) if store is None else (store.namespace, store.tier)
     vectors = not no_vectors
@@ -146,6 +152,7 @@ def rollback(
     ] = None,
     tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
     task: TaskOption = None,
+    session: SessionOption = None,
     project: Project = None,
     user: User = None,
     yes: Yes = False,
@@ -155,7 +162,15 @@ def rollback(
     if (file is None) == (checkpoint is None):
         raise ValidationError("give either FILE or --checkpoint ID (one of them)", field="file")
     # A checkpoint holds its vectors; a file may not, and its items are embedded then.
-    scope = _open(ctx, project, user, access=Access.CREATE, embed=file is not None, task=task)
+    scope = _open(
+        ctx,
+        project,
+        user,
+        access=Access.CREATE,
+        embed=file is not None,
+        task=task,
+        session=session,
+    )
     backend = scope.store.backend
     store = _chosen(scope, tier)
     if checkpoint is not None:
@@ -165,7 +180,7 @@ def rollback(
         if (plan.namespace, plan.tier) != (store.namespace, store.tier):
             raise ValidationError(
                 f"{file} is a snapshot of {plan.namespace}, not of {store.namespace}: name its "
-                "scope (--project, --tier, --task)",
+                "scope (--project, --tier, --task, --session)",
                 field="file",
                 value=file,
             )
@@ -201,12 +216,14 @@ def checkpoint(
     ] = False,
     tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
     task: TaskOption = None,
+    session: SessionOption = None,
     project: Project = None,
     user: User = None,
     json_output: Json = False,
 ) -> None:
     """Save a scope as it is now (default: the project's), to roll back to; or --list them."""
-    scope = _open(ctx, project, user, access=Access.READ if listing else Access.CREATE, task=task)
+    access = Access.READ if listing else Access.CREATE
+    scope = _open(ctx, project, user, access=access, task=task, session=session)
     store = _chosen(scope, tier)
     found = store.checkpoints() if listing else [store.checkpoint(label)]
     if _json(ctx, json_output):
@@ -224,5 +241,5 @@ def checkpoint(
 
 
 def _chosen(scope: Scope, tier: Into) -> TierStore:
-    """The store the options name: the ``--task``'s, else the ``--tier``'s (project or global)."""
-    return scope.task if scope.task is not None else scope.stores(tier)[0]
+    """The store the options name: the ``--task``'s or ``--session``'s, else the ``--tier``'s."""
+    return _narrow_or_tiers(scope, tier)[0]

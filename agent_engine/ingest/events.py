@@ -26,7 +26,12 @@ import attrs
 from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Tier, new_id
-from agent_engine.tiers.scope import global_namespace, project_namespace, task_namespace
+from agent_engine.tiers.scope import (
+    global_namespace,
+    project_namespace,
+    session_namespace,
+    task_namespace,
+)
 
 __all__ = ["EVENT_FIELDS", "IngestEvent"]
 
@@ -94,7 +99,8 @@ class IngestEvent:
     """One memory to write through the queue: what it says, where it goes, its key.
 
     Scope: ``tier`` (project by default) and the ``project``, ``user`` or ``task`` it names
-    (a task's memory belongs to its project and user too). The item fields are an item's
+    (a task's memory belongs to its project and user too); a session-tier event is written to
+    the memory of its ``session`` (of its project and user). The item fields are an item's
     (``kind``, ``text``, ``importance``, ``tags``, ``payload``, ``source``, ``session``,
     ``timestamp``, ``key`` for a slot, ``expires_at``). ``timestamp`` is when it happened:
     given, or the time it is enqueued, never the time a worker gets to it.
@@ -128,6 +134,8 @@ class IngestEvent:
                 field="task",
                 value=self.task,
             )
+        if self.tier is Tier.SESSION and not self.session:
+            raise ValidationError("a session-tier event names its session", field="session")
         # Every item field checked now, by the item's own rules; the item is kept for item().
         object.__setattr__(self, "_item", self._build_item())
 
@@ -138,6 +146,8 @@ class IngestEvent:
             return project_namespace(self.project)
         if self.tier is Tier.GLOBAL:
             return global_namespace(self.user)
+        if self.tier is Tier.SESSION:
+            return session_namespace(self.session, self.project, self.user)
         return task_namespace(self.task or "", self.project, self.user)
 
     def keyed(self, now: datetime) -> IngestEvent:

@@ -258,6 +258,8 @@ class IngestWorker:
             return self.stores.project_store(event.project)
         if event.tier is Tier.GLOBAL:
             return self.stores.global_store(event.user)
+        if event.tier is Tier.SESSION:
+            return self.stores.session_store(event.session, event.project, event.user)
         task = Task(id=event.task or "", project_id=event.project, user_id=event.user)
         return self.stores.task_store(task)
 

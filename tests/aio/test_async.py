@@ -17,6 +17,7 @@ from agent_engine import (
     InMemoryBackend,
     MemoryStores,
     Task,
+    Tier,
     ValidationError,
 )
 from agent_engine.aio import AsyncContextAssembler, AsyncMemoryBackend
@@ -188,6 +189,23 @@ def test_errors_come_back_typed_and_nothing_is_written():
     error, stored = asyncio.run(main())
     assert error.field == "tier"
     assert stored == []
+
+
+def test_a_session_awaited_from_first_message_to_finalisation():
+    """The session's twin writes, a task in it reads it, finalising reports the summary."""
+
+    async def main():
+        async with AsyncContextAssembler(_memory()) as twin:
+            session = twin.session_store("s", "p")
+            await session.add_message("ada", "Ship the fix before Friday.")
+            task = Task(id="t", project_id="p", session_id="s")
+            package = await twin.build_context(task, ContextRequest(budget_tokens=200))
+            end = await twin.finish_session("s", "p")
+            return package, end, await session.count()
+
+    package, end, left = asyncio.run(main())
+    assert [s.tier for s in package.selections] == [Tier.SESSION]
+    assert (end.removed, end.summary, left) == (1, "- ada: Ship the fix before Friday.", 0)
 
 
 def test_a_closed_twin_refuses_calls():

@@ -25,6 +25,7 @@ class TestValidation:
             ({"text": "x", "project": " padded "}, "project"),
             ({"text": "x", "tier": "task"}, "task"),
             ({"text": "x", "task": "t1"}, "task"),
+            ({"text": "x", "tier": "session"}, "session"),
             ({"text": "x", "colour": "red"}, "colour"),
             ({"text": "x", "idempotency_key": ""}, "idempotency_key"),
             ({"text": "x", "kind": ""}, "kind"),

@@ -100,12 +100,14 @@ class TestStoring:
                 _turn(1),
                 {"text": "Prefers dark mode", "kind": "note", "tier": "global", "user": "ann"},
                 {"text": "ran the tests", "kind": "step", "tier": "task", "task": "t1"},
+                {"text": "asked for a refund", "tier": "session", "session": "s1", "user": "ann"},
             ]
         )
-        assert worker.run(until_idle=True).stored == 3
+        assert worker.run(until_idle=True).stored == 4
         assert stores.project_store("chat").count() == 1
         assert stores.global_store("ann").count() == 1
         assert stores.task_store("t1").count() == 1
+        assert stores.session_store("s1", "default", "ann").count() == 1
 
 
 class TestExactlyOnce:

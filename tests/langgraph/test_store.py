@@ -54,6 +54,18 @@ class TestScopes:
         assert {item.source for item in [*project, *user, *task]} == {SOURCE}
         assert stores.project_store("other").list_all() == []
 
+    def test_a_session_namespace_writes_the_sessions_store(self, store, stores):
+        """A session's namespace lands in its store: what the session's tasks then read."""
+        store.put(("session", "shop", "ada", "s1", "notes"), "k", {"text": "session note"})
+        session = stores.session_store("s1", "shop", "ada")
+        assert [item.text for item in session.list_all()] == ["session note"]
+        hits = store.search(("session", "shop"), query="session note")
+        assert [hit.namespace for hit in hits] == [("session", "shop", "ada", "s1", "notes")]
+        in_session = Task(id="t1", project_id="shop", user_id="ada", session_id="s1")
+        assert scope_namespace("session", in_session) == ("session", "shop", "ada", "s1")
+        with pytest.raises(ValidationError, match="runs in no session"):
+            scope_namespace("session", TASK)
+
     def test_scope_namespace_names_a_tasks_scopes(self):
         """The helper gives the namespace each tier of a task's memory maps from."""
         assert scope_namespace("task", TASK, "notes") == ("task", "shop", "ada", "t1", "notes")
@@ -83,6 +95,7 @@ UNMAPPED = [
     pytest.param(("project",), id="no-project-id"),
     pytest.param(("global",), id="no-user-id"),
     pytest.param(("task", "shop", "ada"), id="no-task-id"),
+    pytest.param(("session", "shop", "ada"), id="no-session-id"),
     pytest.param(("project", " shop"), id="id-with-whitespace"),
     pytest.param(("project", "p" * 300), id="id-too-long"),
 ]

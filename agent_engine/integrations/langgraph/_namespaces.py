@@ -7,6 +7,7 @@ path inside it::
     ("project", <project id>, *path)                      a project's memory
     ("global", <user id>, *path)                          a user's global memory
     ("task", <project id>, <user id>, <task id>, *path)   a task's memory
+    ("session", <project id>, <user id>, <session id>, *path)   a session's memory
 
 A task's scope is named by its project and user as well as its id, as its namespace is
 (:func:`~agent_engine.tiers.scope.task_namespace`): two users' runs of one task never share a
@@ -37,8 +38,10 @@ from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.scope import (
     global_namespace,
     local_id,
+    parse_session_namespace,
     parse_task_namespace,
     project_namespace,
+    session_namespace,
     task_namespace,
 )
 from agent_engine.tiers.stores import MemoryStores
@@ -60,7 +63,7 @@ ID_PREFIX: Final = "lg:"
 """What the local id of every item the adapter writes starts with."""
 WILDCARD: Final = "*"
 """A label that matches any label, in the namespace patterns ``list_namespaces`` takes."""
-_ID_LABELS: Final = {Tier.TASK: 3, Tier.PROJECT: 1, Tier.GLOBAL: 1}
+_ID_LABELS: Final = {Tier.TASK: 3, Tier.SESSION: 3, Tier.PROJECT: 1, Tier.GLOBAL: 1}
 """How many labels after the tier's name name a scope of it."""
 _PROJECT_PREFIX: Final = "project:"
 _GLOBAL_PREFIX: Final = "global:"
@@ -97,6 +100,9 @@ class Scope:
             return stores.project_store(self.ids[0])
         if self.tier is Tier.GLOBAL:
             return stores.global_store(self.ids[0])
+        if self.tier is Tier.SESSION:
+            project, user, session = self.ids
+            return stores.session_store(session, project, user)
         project, user, task = self.ids
         return stores.task_store(Task(id=task, project_id=project, user_id=user))
 
@@ -109,6 +115,9 @@ class Scope:
             return cls(tier, (namespace.removeprefix(_GLOBAL_PREFIX),))
         if tier is Tier.TASK:
             parsed = parse_task_namespace(namespace)
+            return cls(tier, parsed) if parsed is not None else None
+        if tier is Tier.SESSION:
+            parsed = parse_session_namespace(namespace)
             return cls(tier, parsed) if parsed is not None else None
         return None
 
@@ -179,6 +188,8 @@ def _scope(tier: Tier, ids: tuple[str, ...], labels: tuple[str, ...]) -> Scope:
             project_namespace(ids[0])
         elif tier is Tier.GLOBAL:
             global_namespace(ids[0])
+        elif tier is Tier.SESSION:
+            session_namespace(ids[2], ids[0], ids[1])
         else:
             task_namespace(ids[2], ids[0], ids[1])
     except ValidationError as error:
@@ -225,6 +236,8 @@ def address(namespace: object, key: object) -> Address:
 def _id_names(tier: Tier) -> str:
     if tier is Tier.TASK:
         return "a project id, a user id and a task id"
+    if tier is Tier.SESSION:
+        return "a project id, a user id and a session id"
     return "a project id" if tier is Tier.PROJECT else "a user id"
 
 
@@ -269,17 +282,25 @@ def decode(scope: Scope, item_id: str, namespace: str) -> Address | None:
 def scope_namespace(tier: Tier | str, task: Task, *path: str) -> tuple[str, ...]:
     """The LangGraph namespace of ``task``'s scope in ``tier``, followed by ``path``.
 
-    ``("task", project, user, task id, *path)``, ``("project", project, *path)`` or
-    ``("global", user, *path)``: what a graph's nodes put under to write into the memory the
-    assembler builds ``task``'s context from.
+    ``("task", project, user, task id, *path)``, ``("session", project, user, session id,
+    *path)`` (the task's session: a task in none has no session scope),
+    ``("project", project, *path)`` or ``("global", user, *path)``: what a graph's nodes put
+    under to write into the memory the assembler builds ``task``'s context from.
     """
     chosen = _validate.member("tier", Tier, tier)
     if not isinstance(task, Task):
         raise ValidationError(
             f"task must be a Task, got {type(task).__name__}", field="task", value=task
         )
+    if chosen is Tier.SESSION and task.session_id is None:
+        raise ValidationError(
+            f"task {task.id!r} runs in no session: it has no session scope",
+            field="tier",
+            value=tier,
+        )
     scope = {
         Tier.TASK: (task.project_id, task.user_id, task.id),
+        Tier.SESSION: (task.project_id, task.user_id, task.session_id or ""),
         Tier.PROJECT: (task.project_id,),
         Tier.GLOBAL: (task.user_id,),
     }[chosen]

@@ -72,7 +72,7 @@ __all__ = ["SOURCE", "AgentEngineStore"]
 SOURCE: Final = "langgraph"
 """The ``source`` of every item an :class:`AgentEngineStore` writes: how it tells its own."""
 _OWN: Final = {"source": SOURCE}
-_WRITE_ORDER: Final = {Tier.GLOBAL: 0, Tier.PROJECT: 1, Tier.TASK: 2}
+_WRITE_ORDER: Final = {Tier.GLOBAL: 0, Tier.PROJECT: 1, Tier.SESSION: 2, Tier.TASK: 3}
 """Global memory is written first: its confirmation may refuse, and then nothing else is."""
 
 
