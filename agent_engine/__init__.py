@@ -25,6 +25,7 @@ from agent_engine.embeddings import (
     SentenceTransformerEmbedder,
 )
 from agent_engine.errors import (
+    AccessDeniedError,
     AgentEngineError,
     BackendError,
     BackendUnavailableError,
@@ -48,6 +49,7 @@ from agent_engine.errors import (
     SchemaVersionError,
     StoreNotEmptyError,
     SummaryError,
+    UnknownAgentError,
     UnknownBackendError,
     ValidationError,
 )
@@ -79,6 +81,7 @@ from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promot
 from agent_engine.tiers.dedup import AddOutcome, MergePolicy
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
+from agent_engine.tiers.pools import PoolMemoryStore, Pools
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
 from agent_engine.tiers.quarantine import CandidateReview, confirm_candidates
@@ -182,6 +185,7 @@ else:
     )
 
 __all__ = [
+    "AccessDeniedError",
     "AddOutcome",
     "AgentEngineError",
     "AgingPolicy",
@@ -240,6 +244,8 @@ __all__ = [
     "Omission",
     "OmissionReason",
     "Policy",
+    "PoolMemoryStore",
+    "Pools",
     "ProjectMemoryStore",
     "PromotionCandidate",
     "PromotionPreset",
@@ -272,6 +278,7 @@ __all__ = [
     "TierUsage",
     "TokenCounter",
     "TransformersTokenCounter",
+    "UnknownAgentError",
     "UnknownBackendError",
     "ValidationError",
     "View",

@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AccessDeniedError",
     "AgentEngineError",
     "BackendError",
     "BackendUnavailableError",
@@ -62,6 +63,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreNotEmptyError",
     "SummaryError",
+    "UnknownAgentError",
     "UnknownBackendError",
     "ValidationError",
 ]
@@ -103,6 +105,22 @@ class ValidationError(AgentEngineError, ValueError):
         super().__init__(message)
         self.field = field
         self.value = value
+
+
+class UnknownAgentError(ValidationError, LookupError):
+    """A grant names an agent its project never registered: nothing was granted.
+
+    ``field`` is ``"agent"``, ``value`` the agent's id; ``realm`` is the project's namespace.
+    """
+
+    def __init__(self, agent: str, *, realm: str) -> None:
+        super().__init__(
+            f"no agent {agent!r} is registered in {realm}; register it first",
+            field="agent",
+            value=agent,
+        )
+        self.agent = agent
+        self.realm = realm
 
 
 class FilterError(ValidationError):
@@ -245,6 +263,21 @@ class ConfirmationDeclined(AgentEngineError):  # noqa: N818 - the name reads as 
     def __init__(self, operation: str, message: str | None = None) -> None:
         super().__init__(message or f"confirmation declined: {operation}")
         self.operation = operation
+
+
+class AccessDeniedError(AgentEngineError, PermissionError):
+    """An agent asked a pool for what its grant does not allow; nothing was read or written.
+
+    The message names the agent, the pool as asked for and what was wanted, and nothing the
+    pool holds: it reads the same whether the pool, or the item asked for, exists or not, so
+    an agent without a grant learns nothing of a pool.
+    """
+
+    def __init__(self, agent: str, pool: str, wanted: str) -> None:
+        super().__init__(f"agent {agent!r} may not {wanted} pool {pool!r}")
+        self.agent = agent
+        self.pool = pool
+        self.wanted = wanted
 
 
 class EmbeddingError(AgentEngineError):

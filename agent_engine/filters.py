@@ -88,6 +88,7 @@ FIELDS: Final[Mapping[str, FieldSpec]] = {
         FieldSpec("kind", FieldKind.STRING),
         FieldSpec("source", FieldKind.STRING),
         FieldSpec("session", FieldKind.STRING),
+        FieldSpec("agent", FieldKind.STRING),
         FieldSpec("namespace", FieldKind.STRING),
         FieldSpec("fingerprint", FieldKind.STRING),
         FieldSpec("tier", FieldKind.ENUM, enum_type=Tier),

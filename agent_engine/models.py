@@ -270,6 +270,10 @@ def _session(value: object) -> str:
     return _label("session", value)
 
 
+def _agent(value: object) -> str:
+    return _label("agent", value)
+
+
 def _text(value: object) -> str:
     return _string("text", value)
 
@@ -495,6 +499,8 @@ class ContextItem:
     something superseded it, and ``superseded_by`` names what). ``archived_at`` and
     ``archived_reason`` say the item left the working set for the archive, and why; it stays
     searchable and restorable. ``merged_from`` lists the near-duplicates merged into it.
+    ``agent`` names the agent that wrote this version, where agents share memory (a pool's
+    store stamps it; ``""``: not said).
     """
 
     id: str = attrs.field(converter=_item_id)
@@ -524,6 +530,7 @@ class ContextItem:
     archived_at: datetime | None = attrs.field(default=None, converter=_archived_at)
     archived_reason: ArchiveReason | None = attrs.field(default=None, converter=_archived_reason)
     merged_from: tuple[Origin, ...] = attrs.field(default=(), converter=_merged_from)
+    agent: str = attrs.field(default="", converter=_agent)
 
     def __attrs_post_init__(self) -> None:
         basis = self.text if self.text.strip() else json.dumps(self.payload, sort_keys=True)
@@ -880,6 +887,11 @@ class AuditAction(enum.StrEnum):
     """Compaction ran; ``detail`` says what moved and why."""
     CONFIRM = "confirm"
     """Quarantined candidates were confirmed (or penalised: ``detail["penalised"]``)."""
+    GRANT = "grant"
+    """An agent was granted access to a pool; ``detail`` names the agent, the access, who
+    granted it and what it replaced."""
+    REVOKE = "revoke"
+    """An agent's access to a pool was revoked; ``detail`` names the agent and who revoked."""
     REDACT = "redact"
     """Secrets or personal data were taken out of the items named before they were written;
     ``detail["items"]`` says of each what kinds were found, how many, and what was done with

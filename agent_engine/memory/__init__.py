@@ -6,7 +6,9 @@ values its primitives and searches return, the journal it keeps
 (:class:`AuditStore`, :class:`InMemoryAuditStore`), the conflicts it keeps beside its items
 (:class:`ConflictStore`, :class:`InMemoryConflictStore`), the aliases users edit
 (:class:`AliasStore`, :class:`InMemoryAliasStore`), the checkpoints it saves
-(:class:`CheckpointStore`, :class:`InMemoryCheckpointStore`, :class:`Checkpoint`), and the
+(:class:`CheckpointStore`, :class:`InMemoryCheckpointStore`, :class:`Checkpoint`), the agents
+and pool grants it keeps (:class:`GrantStore`, :class:`InMemoryGrantStore`, :class:`Grant`,
+:class:`Access`), and the
 registry it joins (:func:`register_backend`) so the CLI opens it by URL and the cost benchmark
 measures it.
 The conformance suite that checks it is
@@ -52,6 +54,7 @@ from agent_engine.memory.export import (
 )
 from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.faiss import set_default_store as _set_default_store
+from agent_engine.memory.grants import Access, Grant, GrantStore, InMemoryGrantStore
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.memory.registry import (
     Backend,
@@ -78,6 +81,7 @@ else:
     )
 
 __all__ = [
+    "Access",
     "AliasStore",
     "AsyncReads",
     "AuditStore",
@@ -94,12 +98,15 @@ __all__ = [
     "EXPORT_VERSION",
     "ExportReport",
     "FaissBackend",
+    "Grant",
+    "GrantStore",
     "ImportReport",
     "InMemoryAliasStore",
     "InMemoryAuditStore",
     "InMemoryBackend",
     "InMemoryCheckpointStore",
     "InMemoryConflictStore",
+    "InMemoryGrantStore",
     "MemoryBackend",
     "OpenOptions",
     "RedisBackend",

@@ -16,6 +16,9 @@ Per store:
   ``aliased``: the namespaces that hold any (user-edited words: no expiry takes them);
 * ``k:<namespace>``: the namespace's checkpoints by id, and ``checkpoints``: each
   checkpoint's namespace (saved states, not memory: no expiry takes them either);
+* ``r:<realm>``: a project's registered agents, and ``realms``: the projects with any;
+  ``g:<pool>``: a pool's grants by agent, and ``granted``: the pools with any (access rules,
+  not memory: no expiry takes them);
 * ``namespaces``: every live namespace, scored by when it expires (an unscoped read visits
   each; writes drop the names whose time is long past);
 * ``meta``: the recorded embedder and a re-embedding under way.
@@ -132,6 +135,24 @@ class Keys:
     def checkpoints(self, namespace: str) -> str:
         """The hash of a namespace's checkpoints (id: record and saved state, as JSON)."""
         return f"{self.prefix}k:{namespace}"
+
+    def agents(self, realm: str) -> str:
+        """The set of a realm's registered agents."""
+        return f"{self.prefix}r:{realm}"
+
+    def grants(self, pool: str) -> str:
+        """The hash of a pool's grants (agent: the grant as JSON)."""
+        return f"{self.prefix}g:{pool}"
+
+    @property
+    def realms(self) -> str:
+        """The set of realms that have agents."""
+        return f"{self.prefix}realms"
+
+    @property
+    def granted(self) -> str:
+        """The set of pools that have grants."""
+        return f"{self.prefix}granted"
 
     @property
     def checkpoint_homes(self) -> str:

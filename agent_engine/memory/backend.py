@@ -61,6 +61,7 @@ from agent_engine.memory.audit import (
 )
 from agent_engine.memory.checkpoints import NO_CHECKPOINT_STORE, CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
+from agent_engine.memory.grants import NO_GRANT_STORE, GrantStore
 from agent_engine.models import (
     ArchiveReason,
     ContextItem,
@@ -187,6 +188,11 @@ class MemoryBackend(Protocol):
     @property
     def checkpoints(self) -> CheckpointStore:
         """The scopes' saved states, to roll back to (kept with the items)."""
+        ...
+
+    @property
+    def grants(self) -> GrantStore:
+        """The agents of each project and their grants on its shared pools (kept with the items)."""
         ...
 
     @property
@@ -394,9 +400,9 @@ class BaseBackend(abc.ABC):
     processes may write also keeps change counters (:meth:`_scope_versions`) and returns the
     ones each write committed. The constructor sets ``_audit_store``, the journal kept with
     the items (see :attr:`audit`), ``_conflict_store``, the conflicts recorded between
-    them (see :attr:`conflicts`), and may set ``_alias_store`` and ``_checkpoint_store``, the
-    aliases and checkpoints (see :attr:`aliases` and :attr:`checkpoints`; without them a
-    backend has none and keeps none).
+    them (see :attr:`conflicts`), and may set ``_alias_store``, ``_checkpoint_store`` and
+    ``_grant_store``, the aliases, checkpoints and pool grants (see :attr:`aliases`,
+    :attr:`checkpoints` and :attr:`grants`; without them a backend has none and keeps none).
     :meth:`reembed` needs three more steps (``_reembed_begin``, ``_reembed_write``,
     ``_reembed_finish``), which a backend implements to support it.
     """
@@ -409,6 +415,7 @@ class BaseBackend(abc.ABC):
     _conflict_store: ConflictStore | None = None
     _alias_store: AliasStore | None = None
     _checkpoint_store: CheckpointStore | None = None
+    _grant_store: GrantStore | None = None
 
     @property
     def audit(self) -> AuditStore:
@@ -458,6 +465,16 @@ class BaseBackend(abc.ABC):
         taking one raises :class:`~agent_engine.errors.BackendError`).
         """
         return self._checkpoint_store if self._checkpoint_store is not None else NO_CHECKPOINT_STORE
+
+    @property
+    def grants(self) -> GrantStore:
+        """Each project's agents and their grants on its pools (``_grant_store``).
+
+        Set as the alias store is, and as optional: a backend that set none has
+        :data:`~agent_engine.memory.grants.NO_GRANT_STORE` (no agents, no grants, and
+        registering or granting raises :class:`~agent_engine.errors.BackendError`).
+        """
+        return self._grant_store if self._grant_store is not None else NO_GRANT_STORE
 
     @property
     def remote(self) -> bool:

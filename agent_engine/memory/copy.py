@@ -13,13 +13,14 @@ MemoryBackend` protocol, so any registered backend is a source or a target:
   its two ids: both items are in the target by then, and no conflict is recorded twice.
 * **The journal** is copied next, newest page first; every event keeps its id and time, and
   every journal orders by ``(time, id)``, so the target lists the events in the same order.
-* **Aliases** and **checkpoints** last: each term with all its expansions in one write, each
-  checkpoint with its saved state, oldest first.
+* **Aliases**, **checkpoints** and **pool grants** last: each term with all its expansions in
+  one write, each checkpoint with its saved state, oldest first, each project's agents before
+  the grants that name them.
 
 The copy refuses, before it writes anything, a target that holds items (two memories mixed
 are no longer either one), the source itself, and a target whose vectors (or embedder) are
 another embedder's. At the end it counts both sides (items per namespace and tier and per
-lifecycle state, events, conflicts, alias expansions, checkpoints) and raises
+lifecycle state, events, conflicts, alias expansions, checkpoints, agents, grants) and raises
 :class:`~agent_engine.errors.CopyIncompleteError` when they differ; the source is only read,
 so it is untouched whatever happens.
 """
@@ -84,6 +85,10 @@ class CopyReport:
     states: Mapping[str, int]
     identity: EmbedderIdentity | None
     verified: bool
+    agents: int = 0
+    """Registered agents, over every project."""
+    grants: int = 0
+    """Pool grants, over every pool."""
 
 
 def copy_store(
@@ -122,13 +127,7 @@ def copy_store(
         for page in _journal(source, batch_size):
             for event in page:
                 target.audit.append(event)
-        for namespace in source.aliases.namespaces():
-            for term, expansions in source.aliases.of_namespace(namespace).items():
-                target.aliases.add(namespace, term, expansions)
-        for checkpoint in reversed(source.checkpoints.all()):
-            data = source.checkpoints.data(checkpoint.id)
-            if data is not None:  # deleted since it was listed: nothing to copy
-                target.checkpoints.save(checkpoint, data)
+        _copy_beside(source, target)
     except AgentEngineError as exc:
         raise CopyIncompleteError(
             f"the copy into {target!r} stopped ({exc}): the target is incomplete and should "
@@ -193,6 +192,12 @@ def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdent
     if saved:
         raise StoreNotEmptyError(
             f"{target!r} holds no items but {saved} checkpoints: copy into a new, empty store",
+            target=repr(target),
+            count=0,
+        )
+    if target.grants.realms():
+        raise StoreNotEmptyError(
+            f"{target!r} holds no items but registered agents: copy into a new, empty store",
             target=repr(target),
             count=0,
         )
@@ -282,6 +287,8 @@ class _Counts:
     conflicts: int
     aliases: int
     checkpoints: int
+    agents: int
+    grants: int
     scopes: Mapping[tuple[str, Tier], int]
     states: Mapping[str, int]
 
@@ -300,12 +307,31 @@ def _counts(store: MemoryBackend, scopes: set[tuple[str, Tier]]) -> _Counts:
             for expansions in store.aliases.of_namespace(namespace).values()
         ),
         checkpoints=len(store.checkpoints.all()),
+        agents=sum(len(store.grants.agents(realm)) for realm in store.grants.realms()),
+        grants=sum(len(store.grants.of_pool(pool)) for pool in store.grants.pools()),
         scopes={
             (namespace, tier): store.count({"namespace": namespace, "tier": tier.value})
             for namespace, tier in sorted(scopes)
         },
         states={state: store.count(where) for state, where in _STATES.items()},
     )
+
+
+def _copy_beside(source: MemoryBackend, target: MemoryBackend) -> None:
+    """What the stores keep beside the items: aliases, checkpoints, agents and grants."""
+    for namespace in source.aliases.namespaces():
+        for term, expansions in source.aliases.of_namespace(namespace).items():
+            target.aliases.add(namespace, term, expansions)
+    for checkpoint in reversed(source.checkpoints.all()):
+        data = source.checkpoints.data(checkpoint.id)
+        if data is not None:  # deleted since it was listed: nothing to copy
+            target.checkpoints.save(checkpoint, data)
+    for realm in source.grants.realms():
+        for agent in source.grants.agents(realm):
+            target.grants.register(realm, agent)
+    for pool in source.grants.pools():
+        for grant in source.grants.of_pool(pool):
+            target.grants.grant(grant)
 
 
 def _verify(
@@ -325,6 +351,8 @@ def _verify(
             ("conflicts", before.conflicts, after.conflicts),
             ("alias expansions", before.aliases, after.aliases),
             ("checkpoints", before.checkpoints, after.checkpoints),
+            ("agents", before.agents, after.agents),
+            ("grants", before.grants, after.grants),
             *(
                 (f"items of {namespace}/{tier.value}", count, after.scopes[namespace, tier])
                 for (namespace, tier), count in before.scopes.items()
@@ -352,4 +380,6 @@ def _verify(
         states=after.states,
         identity=identity,
         verified=True,
+        agents=after.agents,
+        grants=after.grants,
     )

@@ -76,6 +76,7 @@ from agent_engine.memory.backend import (
 )
 from agent_engine.memory.checkpoints import CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
+from agent_engine.memory.grants import GrantStore
 from agent_engine.models import ArchiveReason, ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalScope
 
@@ -196,6 +197,11 @@ class FaissBackend(BaseBackend):
     def checkpoints(self) -> CheckpointStore:
         """The record store's checkpoints: they persist where the items do."""
         return self.store.checkpoints
+
+    @property
+    def grants(self) -> GrantStore:
+        """The record store's agents and grants: they persist where the items do."""
+        return self.store.grants
 
     # ------------------------------------------------------------------ opening & saving
 

@@ -42,6 +42,7 @@ from agent_engine.errors import (
 from agent_engine.filters import Filter, Op, Order
 from agent_engine.memory._redis_aliases import RedisAliasStore
 from agent_engine.memory._redis_checkpoints import RedisCheckpointStore
+from agent_engine.memory._redis_grants import RedisGrantStore
 from agent_engine.memory._redis_journal import Queue, RedisAuditStore, RedisConflictStore
 from agent_engine.memory._redis_layout import (
     NAME,
@@ -173,6 +174,7 @@ class RedisBackend(BaseBackend):
         )
         self._alias_store = RedisAliasStore(self._runner, self._keys)
         self._checkpoint_store = RedisCheckpointStore(self._runner, self._keys)
+        self._grant_store = RedisGrantStore(self._runner, self._keys)
         try:
             meta = self._runner.read(self._read_meta)
             if meta.reembedding is not None:

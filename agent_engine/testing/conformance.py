@@ -37,6 +37,7 @@ from agent_engine.errors import (
     FilterError,
     FilterTooLargeError,
     ItemNotFoundError,
+    UnknownAgentError,
     ValidationError,
 )
 from agent_engine.filters import MAX_LIST_VALUES, MAX_VALUES, Filter, Order, parse_filter
@@ -44,6 +45,7 @@ from agent_engine.memory.audit import erasure_token
 from agent_engine.memory.backend import MemoryBackend, embedding_text
 from agent_engine.memory.checkpoints import Checkpoint
 from agent_engine.memory.conflicts import Conflict, ConflictType
+from agent_engine.memory.grants import Access, Grant
 from agent_engine.models import (
     MAX_COUNT,
     ArchiveReason,
@@ -94,6 +96,7 @@ def make_item(n: int, **fields: Any) -> ContextItem:
             if n % 8 == 2
             else ()
         ),
+        "agent": f"agent-{n % 3}" if n % 3 else "",
     }
     defaults.update(fields)
     return ContextItem(**defaults)
@@ -1794,6 +1797,87 @@ class BackendConformance:
         assert backend.checkpoints.of_scope("ns-0", Tier.TASK) == [checkpoint]
         assert backend.checkpoints.of_scope("n", Tier.TASK) == []
 
+    # ------------------------------------------------------------------ grants
+
+    def test_grants_round_trip(self, backend: MemoryBackend) -> None:
+        """Agents register once per realm; a grant comes back whole; granting again replaces.
+
+        If this fails, check that ``register`` says whether the agent is new and that a grant
+        is stored per (pool, agent), its time to the millisecond.
+        """
+        store = backend.grants
+        assert store.register("realm-0", "scout") is True
+        assert store.register("realm-0", "scout") is False
+        assert store.register("realm-0", "coder") is True
+        assert store.agents("realm-0") == ["coder", "scout"]
+        first = Grant("realm-0", "pool-0", "scout", Access.READ, "app", T0)
+        store.grant(first)
+        store.grant(Grant("realm-0", "pool-0", "coder", Access.WRITE, "app", T0))
+        assert store.access("pool-0", "scout") is Access.READ
+        assert store.of_pool("pool-0")[1] == first
+        later = Grant("realm-0", "pool-0", "scout", Access.WRITE, "lead", T0 + timedelta(minutes=1))
+        store.grant(later)
+        assert [g.agent for g in store.of_pool("pool-0")] == ["coder", "scout"]
+        assert store.of_pool("pool-0")[1] == later
+        assert (store.realms(), store.pools()) == (["realm-0"], ["pool-0"])
+
+    def test_grants_name_registered_agents_only(self, backend: MemoryBackend) -> None:
+        """A grant to an agent the realm never registered is refused, whatever other realms hold.
+
+        If this fails, check that the grant and the check that its agent is registered in
+        *that* realm happen in one transaction.
+        """
+        store = backend.grants
+        store.register("realm-1", "scout")
+        with pytest.raises(UnknownAgentError) as info:
+            store.grant(Grant("realm-0", "pool-0", "scout", Access.READ, "app", T0))
+        assert (info.value.field, info.value.value) == ("agent", "scout")
+        assert store.of_pool("pool-0") == []
+        assert store.access("pool-0", "scout") is None
+        assert store.pools() == []
+
+    def test_grants_revoke(self, backend: MemoryBackend) -> None:
+        """Revoking returns the grant removed, touches no other pool or agent, and is idempotent."""
+        store = backend.grants
+        store.register("realm-0", "scout")
+        store.register("realm-0", "coder")
+        for pool in ("pool-0", "pool-1"):
+            store.grant(Grant("realm-0", pool, "scout", Access.WRITE, "app", T0))
+        store.grant(Grant("realm-0", "pool-0", "coder", Access.READ, "app", T0))
+        removed = store.revoke("pool-0", "scout")
+        assert removed is not None
+        assert removed.access is Access.WRITE
+        assert store.revoke("pool-0", "scout") is None
+        assert store.access("pool-0", "scout") is None
+        assert store.access("pool-1", "scout") is Access.WRITE
+        assert store.access("pool-0", "coder") is Access.READ
+        assert store.revoke("pool-0", "coder") is not None
+        assert store.pools() == ["pool-1"]
+        assert store.agents("realm-0") == ["coder", "scout"]
+
+    def test_grants_outlive_the_items(self, filled: MemoryBackend) -> None:
+        """Grants are access rules, not memory: clearing every item keeps them."""
+        filled.grants.register("realm-0", "scout")
+        filled.grants.grant(Grant("realm-0", "ns-0", "scout", Access.READ, "app", T0))
+        filled.clear()
+        assert filled.grants.access("ns-0", "scout") is Access.READ
+
+    def test_grants_refuse_bad_input(self, backend: MemoryBackend) -> None:
+        """Bad ids, a non-grant, an unknown access: refused by field, nothing stored."""
+        store: Any = backend.grants  # the wrong types below are the point
+        attempts: list[tuple[Callable[[], object], str]] = [
+            (lambda: store.register("", "scout"), "realm"),
+            (lambda: store.register("realm-0", " scout"), "agent"),
+            (lambda: store.grant("scout"), "grant"),
+            (lambda: Grant("realm-0", "pool-0", "scout", "admin", "app", T0), "access"),
+            (lambda: store.access("", "scout"), "pool"),
+        ]
+        for bad, field in attempts:
+            with pytest.raises(ValidationError) as info:
+                bad()
+            assert info.value.field == field
+        assert (store.realms(), store.pools()) == ([], [])
+
     # ------------------------------------------------------------------ properties
 
     @settings(
@@ -1889,6 +1973,7 @@ def _items(draw: st.DrawFn) -> ContextItem:
         valid_to=draw(st.one_of(st.none(), st.just(T0 + timedelta(days=1)))),
         archived_at=archived,
         archived_reason=None if archived is None else ArchiveReason.COMPACTED,
+        agent=draw(st.sampled_from(("", "scout", "coder"))),
     )
 
 
@@ -1904,6 +1989,10 @@ def _filter_docs(draw: st.DrawFn) -> dict[str, Any]:
             st.fixed_dictionaries({"$nin": st.lists(st.sampled_from(_KINDS), max_size=2)}),
         ),
         "namespace": st.sampled_from(("n1", "n2")),
+        "agent": st.one_of(
+            st.sampled_from(("", "scout")),
+            st.fixed_dictionaries({"$in": st.lists(st.sampled_from(("", "coder")), max_size=2)}),
+        ),
         "importance": st.one_of(
             number,
             st.dictionaries(

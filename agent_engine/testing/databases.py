@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from agent_engine.errors import BackendUnavailableError
 from agent_engine.memory.sql._pgserver import pgvector_server_process
+from agent_engine.memory.sql._schema import metadata
 
 __all__ = [
     "PG_ENV",
@@ -122,24 +123,14 @@ def postgres_schema(server: str | None = None) -> Iterator[str]:
 
 
 def sql_delete_all(url: str) -> None:
-    """Empty the backend's tables (faster than a new schema per test)."""
+    """Empty the backend's tables (faster than a new schema per test).
+
+    Every table of the schema, read from it (a new table is emptied too), children first.
+    """
     engine = sa.create_engine(url)
     try:
         with engine.begin() as connection:
-            for table in (
-                "ae_aliases",
-                "ae_checkpoints",
-                "ae_conflicts",
-                "ae_item_tags",
-                "ae_items",
-                "ae_audit_events",
-                "ae_store_meta",
-                "ae_scope_versions",
-                "ae_scope_log",
-                "ae_lexical_snapshots",
-                "ae_ingest_queue",
-                "ae_ingest_dead",
-            ):
-                connection.execute(sa.text(f"DELETE FROM {table}"))  # noqa: S608 - fixed names
+            for table in reversed(metadata.sorted_tables):
+                connection.execute(table.delete())
     finally:
         engine.dispose()

@@ -12,6 +12,7 @@ from agent_engine.tiers.consolidation import PromotionCandidate, TaskEnd, promot
 from agent_engine.tiers.dedup import AddOutcome, MergePolicy
 from agent_engine.tiers.eviction import EvictionPolicy, LowestImportanceOldest
 from agent_engine.tiers.global_ import Confirm, ConfirmationRequest, GlobalMemoryStore
+from agent_engine.tiers.pools import PoolMemoryStore, Pools
 from agent_engine.tiers.project import ProjectMemoryStore
 from agent_engine.tiers.promotion import PromotionResult, promote
 from agent_engine.tiers.quarantine import (
@@ -20,7 +21,11 @@ from agent_engine.tiers.quarantine import (
     quarantine_ends,
     review_candidates,
 )
-from agent_engine.tiers.scope import parse_session_namespace, parse_task_namespace
+from agent_engine.tiers.scope import (
+    parse_pool_namespace,
+    parse_session_namespace,
+    parse_task_namespace,
+)
 from agent_engine.tiers.session import (
     SessionEnd,
     SessionMemoryStore,
@@ -48,6 +53,8 @@ __all__ = [
     "MemoryStores",
     "MergePolicy",
     "PRESETS",
+    "PoolMemoryStore",
+    "Pools",
     "ProjectMemoryStore",
     "PromotionCandidate",
     "PromotionPreset",
@@ -61,6 +68,7 @@ __all__ = [
     "TierStore",
     "confirm_candidates",
     "extractive_digest",
+    "parse_pool_namespace",
     "parse_session_namespace",
     "parse_task_namespace",
     "promote",

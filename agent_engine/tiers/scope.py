@@ -7,7 +7,8 @@ by :class:`~agent_engine.tiers.base.TierStore`, never left to callers:
    ``project:<project id>``, a user's global memory ``global:<user id>``, and a task's memory
    belongs to its project and user as well as its id: ``task:<project>:<user>:<task>``, with
    ``%`` and ``:`` escaped in each part; a session's likewise,
-   ``session:<project>:<user>:<session>``. No two different (project, user, task) triples give
+   ``session:<project>:<user>:<session>``, and a project's shared pool
+   ``pool:<project>:<pool>``. No two different (project, user, task) triples give
    one namespace, so two projects that both run a task called ``fix-login`` never share it.
 2. **Item ids are unique per scope.** A store writes every item under ``<scope>/<local id>``,
    where ``<scope>`` is its namespace with ``%`` and ``/`` escaped. Everything before the first
@@ -34,8 +35,10 @@ __all__ = [
     "global_namespace",
     "id_prefix",
     "local_id",
+    "parse_pool_namespace",
     "parse_session_namespace",
     "parse_task_namespace",
+    "pool_namespace",
     "project_namespace",
     "qualified",
     "scoped_id",
@@ -48,6 +51,7 @@ SCOPE_SEPARATOR: Final = "/"
 
 _TASK_PREFIX: Final = "task:"
 _SESSION_PREFIX: Final = "session:"
+_POOL_PREFIX: Final = "pool:"
 _ESCAPED: Final = re.compile(r"%([0-9A-F]{2})")
 
 
@@ -131,6 +135,23 @@ def session_namespace(
 def parse_session_namespace(namespace: str) -> tuple[str, str, str] | None:
     """The (project, user, session) ids a session namespace was built from, or ``None``."""
     return _parse_owned(_SESSION_PREFIX, namespace)
+
+
+def pool_namespace(pool: str, project_id: str = "default") -> str:
+    """The namespace of a project's shared pool: its project and its name, each escaped."""
+    parts = (_part("project_id", project_id), _part("pool", pool))
+    return _namespace("pool", _POOL_PREFIX + ":".join(_escape(p, ":") for p in parts))
+
+
+def parse_pool_namespace(namespace: str) -> tuple[str, str] | None:
+    """The (project, pool) a pool namespace was built from, or ``None``."""
+    if not namespace.startswith(_POOL_PREFIX):
+        return None
+    parts = namespace.removeprefix(_POOL_PREFIX).split(":")
+    if len(parts) != 2:  # noqa: PLR2004 - project, pool
+        return None
+    project, pool = (_unescape(part) for part in parts)
+    return project, pool
 
 
 def id_prefix(namespace: str) -> str:

@@ -16,6 +16,8 @@ BROKEN = textwrap.dedent(
     """
     import itertools
 
+    import attrs
+
     import pytest
     from agent_engine.errors import FilterError
     from agent_engine.filters import Order
@@ -112,6 +114,24 @@ BROKEN = textwrap.dedent(
             self._alias_store = OneMap()
 
 
+    class AgentsOfAnyRealm(InMemoryBackend):
+        # Takes an agent registered in any realm: one project's agents get another's pools.
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            inner = self._grant_store
+
+            class AnyRealm:
+                def __getattr__(self, name):
+                    return getattr(inner, name)
+
+                def grant(self, grant):
+                    realms = [r for r in inner.realms() if grant.agent in inner.agents(r)]
+                    return inner.grant(attrs.evolve(grant, realm=realms[0]) if realms else grant)
+
+            self._grant_store = AnyRealm()
+
+
     def _suite(backend_cls):
         class Suite(BackendConformance):
             @pytest.fixture
@@ -131,6 +151,7 @@ BROKEN = textwrap.dedent(
     TestFlipsLegacyEarly = _suite(FlipsLegacyEarly)
     TestKeepsOldMinus = _suite(KeepsOldMinus)
     TestSharedAliases = _suite(SharedAliases)
+    TestAgentsOfAnyRealm = _suite(AgentsOfAnyRealm)
     """
 )
 
@@ -145,6 +166,7 @@ EXPECTED_CATCHES = {
     "TestFlipsLegacyEarly": ["test_bare_field_is_deprecated_and_still_descending"],
     "TestKeepsOldMinus": ["test_minus_sorts_descending"],
     "TestSharedAliases": ["test_aliases_stay_in_their_namespace"],
+    "TestAgentsOfAnyRealm": ["test_grants_name_registered_agents_only"],
 }
 
 

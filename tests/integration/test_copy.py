@@ -23,7 +23,7 @@ from agent_engine import (
     Tier,
     ValidationError,
 )
-from agent_engine.memory import Checkpoint, Conflict, CopyReport, copy_store
+from agent_engine.memory import Access, Checkpoint, Conflict, CopyReport, Grant, copy_store
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.models import Origin
 from agent_engine.testing.databases import postgres_schema
@@ -152,6 +152,9 @@ def _fill(store) -> None:
     store.checkpoints.save(
         Checkpoint(namespace="project:beta", tier=Tier.PROJECT, items=3, created_at=T0), "saved"
     )
+    for agent in ("scout", "coder"):
+        store.grants.register("project:alpha", agent)
+    store.grants.grant(Grant("project:alpha", "pool:alpha:notes", "scout", Access.WRITE, "app", T0))
     # Two events of one instant: the journal's order breaks the tie by id.
     store.audit.append(
         AuditEvent(
@@ -187,6 +190,8 @@ def _assert_same(source, target) -> None:
     assert target.checkpoints.all() == source.checkpoints.all()
     for checkpoint in source.checkpoints.all():
         assert target.checkpoints.data(checkpoint.id) == source.checkpoints.data(checkpoint.id)
+    assert target.grants.agents("project:alpha") == ["coder", "scout"]
+    assert target.grants.of_pool("pool:alpha:notes") == source.grants.of_pool("pool:alpha:notes")
 
 
 @pytest.fixture
@@ -243,6 +248,8 @@ class TestCopyStore:
             states={"working": 6, "archived": 1, "history": 1},
             identity=sqlite_source.stored_identity(),
             verified=True,
+            agents=2,
+            grants=1,
         )
         assert seen == [(0, 8), (3, 8), (6, 8), (8, 8)]
         # Opened without an embedder, the target records the vectors' size, not their name.
@@ -335,6 +342,13 @@ class TestRefusals:
         with pytest.raises(StoreNotEmptyError, match="aliases of 1 namespace"):
             copy_store(sqlite_source, sqlite_target)
         assert sqlite_target.aliases.of_namespace("project:alpha") == {"db": ("database",)}
+
+    def test_a_target_with_registered_agents_is_refused(self, sqlite_source, sqlite_target):
+        """No items but a project's agents: their grants would mix, so it is refused."""
+        sqlite_target.grants.register("project:alpha", "scout")
+        with pytest.raises(StoreNotEmptyError, match="registered agents"):
+            copy_store(sqlite_source, sqlite_target)
+        assert sqlite_target.grants.agents("project:alpha") == ["scout"]
 
     def test_the_source_itself_is_refused(self, sqlite_source):
         """A store is never its own target."""

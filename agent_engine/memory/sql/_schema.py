@@ -33,6 +33,9 @@ often or were refused, and lines of a backfill that were no event at all.
 term and expansion: user-edited words, not memory, so no item's removal touches them.
 ``ae_checkpoints`` holds each scope's checkpoints (:mod:`agent_engine.memory.checkpoints`):
 the saved state as export text, and what lists it (scope, label, time, item count).
+``ae_agents`` and ``ae_grants`` hold each project's agents and their grants on its shared
+pools (:mod:`agent_engine.memory.grants`): access rules, not memory, so no item's removal
+touches them.
 ``ae_conflicts`` holds the conflicts recorded between items of one scope
 (:mod:`agent_engine.memory.conflicts`). Both items are foreign keys that cascade, so whatever
 deletes an item (a delete, a clear, an erase) removes its conflicts in the same statement.
@@ -49,11 +52,13 @@ from agent_engine.memory.sql._rows import item_columns, text_type
 from agent_engine.models import MAX_ITEM_ID_LENGTH
 
 __all__ = [
+    "agents",
     "aliases",
     "audit_events",
     "changes",
     "checkpoints",
     "conflicts",
+    "grants",
     "ingest_dead",
     "ingest_queue",
     "item_tags",
@@ -284,6 +289,24 @@ sa.Index(
     checkpoints.c.tier,
     checkpoints.c.created_at,
     checkpoints.c.id,
+)
+
+agents = sa.Table(
+    "ae_agents",
+    metadata,
+    sa.Column("realm", text_type(255), primary_key=True),
+    sa.Column("agent", text_type(255), primary_key=True),
+)
+
+grants = sa.Table(
+    "ae_grants",
+    metadata,
+    sa.Column("pool", text_type(255), primary_key=True),
+    sa.Column("agent", text_type(255), primary_key=True),
+    sa.Column("realm", text_type(255), nullable=False),
+    sa.Column("access", text_type(16), nullable=False),
+    sa.Column("granted_by", text_type(255), nullable=False),
+    sa.Column("granted_at", sa.BigInteger(), nullable=False),
 )
 
 ingest_queue = sa.Table(

@@ -65,6 +65,7 @@ from agent_engine.memory.backend import (
 )
 from agent_engine.memory.checkpoints import CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
+from agent_engine.memory.grants import GrantStore
 from agent_engine.memory.queue import QueueStore
 from agent_engine.memory.sql import _pgvector
 from agent_engine.memory.sql import _snapshots as snapshots
@@ -95,6 +96,7 @@ from agent_engine.memory.sql._filters import (
     where_clause,
 )
 from agent_engine.memory.sql._fulltext import FullTextScope
+from agent_engine.memory.sql._grants import SQLGrantStore
 from agent_engine.memory.sql._meta import (
     Reembedding,
     StoreMeta,
@@ -219,6 +221,7 @@ class SQLAlchemyBackend(BaseBackend):
         self._audit_store: AuditStore = SQLAuditStore(self._read, self._write)
         self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
         self._alias_store: AliasStore = SQLAliasStore(self._read, self._write)
+        self._grant_store: GrantStore = SQLGrantStore(self._read, self._write)
         self._checkpoint_store: CheckpointStore = SQLCheckpointStore(self._read, self._write)
         self._queue_store = SQLQueueStore(self._read, self._write)
         self._files = self._index_files(index_path) if indexed else None

@@ -1,0 +1,202 @@
+"""Shared pools: agents of a project share memory under explicit, audited grants.
+
+Every test runs on every backend kind (the ``backend`` fixture): the grants are the
+backend's, read at every call, so what one view is granted or refused holds for all.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_engine import (
+    AccessDeniedError,
+    AuditAction,
+    Tier,
+    UnknownAgentError,
+    ValidationError,
+)
+from agent_engine.memory import Access
+from agent_engine.tiers.pools import Pools
+from agent_engine.tiers.scope import parse_pool_namespace, pool_namespace
+
+
+def shop(backend, clock, project="shop"):
+    pools = Pools(backend, project, clock=clock)
+    for agent in ("scout", "coder", "critic"):
+        pools.register(agent)
+    return pools
+
+
+class TestGrants:
+    def test_a_grant_is_journaled_and_replaced_by_the_next(self, backend, clock):
+        """Granting journals who gave what; granting again replaces it and says what it was."""
+        pools = shop(backend, clock)
+        pools.grant("notes", "scout", Access.READ)
+        given = pools.grant("notes", "scout", "write", by="lead")
+        assert (given.access, given.granted_by) == (Access.WRITE, "lead")
+        assert [(g.agent, g.access) for g in pools.grants("notes")] == [("scout", Access.WRITE)]
+        events = [e for e in pools.journal("notes") if e.action is AuditAction.GRANT]
+        assert [e.detail["replaced"] for e in events] == ["read", None]
+        assert events[0].detail["by"] == "lead"
+
+    def test_granting_to_an_unknown_agent_is_refused(self, backend, clock):
+        """An agent the project never registered gets nothing, even one another project has."""
+        pools = shop(backend, clock)
+        Pools(backend, "blog", clock=clock).register("ghost")
+        with pytest.raises(UnknownAgentError) as caught:
+            pools.grant("notes", "ghost", Access.WRITE)
+        assert (caught.value.field, caught.value.value) == ("agent", "ghost")
+        assert pools.grants("notes") == []
+        actions = [e.action for e in pools.journal("notes")]
+        assert actions == [AuditAction.ABORT, AuditAction.GRANT]
+
+    def test_a_revocation_holds_for_views_opened_before_it(self, backend, clock):
+        """The grant is read at every call: a view opened earlier is refused at once."""
+        pools = shop(backend, clock)
+        pools.grant("notes", "coder", Access.WRITE)
+        view = pools.open("notes", "coder")
+        view.post("The cache key includes the locale.")
+        assert pools.revoke("notes", "coder") is True
+        assert pools.revoke("notes", "coder") is False
+        with pytest.raises(AccessDeniedError):
+            view.list_all()
+        assert pools.journal("notes")[0].action is AuditAction.REVOKE
+
+    def test_bad_grants_are_refused_by_field(self, backend, clock):
+        """An unknown access, a blank agent or grantor: typed errors, nothing stored."""
+        pools = shop(backend, clock)
+        for call, field in (
+            (lambda: pools.grant("notes", "scout", "admin"), "access"),
+            (lambda: pools.grant("notes", " scout", "read"), "agent"),
+            (lambda: pools.grant("notes", "scout", "read", by=""), "granted_by"),
+            (lambda: pools.grant("", "scout"), "pool"),
+        ):
+            with pytest.raises(ValidationError) as caught:
+                call()
+            assert caught.value.field == field
+        assert pools.grants("notes") == []
+
+
+class TestAccess:
+    def test_read_grants_read_and_write_grants_write(self, backend, clock):
+        """A reader reads what a writer wrote; its writes are refused before anything is stored."""
+        pools = shop(backend, clock)
+        pools.grant("notes", "scout", Access.WRITE)
+        pools.grant("notes", "critic", Access.READ)
+        note = pools.open("notes", "scout").post("The staging box reboots at 02:00 UTC.")
+        critic = pools.open("notes", "critic")
+        assert [item.id for item in critic.list_all()] == [note.id]
+        for write in (
+            lambda: critic.post("I can write too"),
+            lambda: critic.forget(note.id),
+            lambda: critic.pin(note.id),
+        ):
+            with pytest.raises(AccessDeniedError, match="may not write pool 'notes'"):
+                write()
+        assert [item.pinned for item in critic.list_all()] == [False]
+
+    def test_every_item_records_its_writer(self, backend, clock):
+        """The view stamps its agent on what it writes, whatever the item said."""
+        pools = shop(backend, clock)
+        for agent in ("scout", "coder"):
+            pools.grant("board", agent, Access.WRITE)
+        scout, coder = pools.open("board", "scout"), pools.open("board", "coder")
+        forged = scout.new_item("note", "Deploy freeze until Monday.", agent="coder")
+        assert scout.add(forged).agent == "scout"
+        scout.put("status", "tests red")
+        coder.put("status", "tests green")
+        assert coder.read("status").text == "tests green"
+        versions = scout.history(coder.read("status").id)
+        assert [(v.text, v.agent) for v in versions] == [
+            ("tests red", "scout"),
+            ("tests green", "coder"),
+        ]
+        assert [item.agent for item in scout.query({"agent": "coder"})] == ["coder"]
+
+    def test_a_tool_result_cache_is_shared_until_it_expires(self, backend, clock):
+        """One agent pays for a tool call; the others reuse the result while it is fresh."""
+        pools = shop(backend, clock)
+        pools.grant("tools", "scout", Access.WRITE)
+        pools.grant("tools", "coder", Access.READ)
+        pools.open("tools", "scout").cache(
+            "search", {"q": "rate limit"}, {"hits": 3}, ttl=timedelta(minutes=5)
+        )
+        coder = pools.open("tools", "coder")
+        assert coder.cached("search", {"q": "rate limit"}).payload["output"] == {"hits": 3}
+        assert coder.cached("search", {"q": "other"}) is None
+        clock.now += timedelta(minutes=6)
+        assert coder.cached("search", {"q": "rate limit"}) is None
+
+    def test_pools_are_scopes_of_their_project(self, backend, clock):
+        """Two projects' pools of one name, and the project's own memory, never mix."""
+        mine, theirs = shop(backend, clock), shop(backend, clock, project="blog")
+        mine.grant("notes", "scout", Access.WRITE)
+        theirs.grant("notes", "scout", Access.WRITE)
+        note = mine.open("notes", "scout").post("Prices are integer cents.")
+        assert theirs.open("notes", "scout").get(note.id) is None
+        assert theirs.open("notes", "scout").count() == 0
+        assert note.tier is Tier.PROJECT
+        assert parse_pool_namespace(note.namespace) == ("shop", "notes")
+        assert pool_namespace("a:b", "p%") != pool_namespace("b", "p%:a")
+
+
+_OPS = ("get", "list", "count", "search", "read", "post", "forget")
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    case=st.fixed_dictionaries(
+        {
+            "texts": st.lists(
+                st.sampled_from(["alpha beta", "gamma", "delta epsilon", "zeta"]), max_size=4
+            ),
+            "granted": st.sampled_from([None, Access.READ]),
+            "op": st.sampled_from(_OPS),
+            "probe_held": st.booleans(),
+        }
+    )
+)
+def test_an_agent_without_a_grant_learns_nothing(backend, clock, case):
+    """Whatever a pool holds, an agent denied an operation gets the same refusal, and nothing
+    changes: the error reads alike for a held id and a made-up one, a full pool and none."""
+    texts, granted, op, probe_held = (case[k] for k in ("texts", "granted", "op", "probe_held"))
+    backend.clear()
+    pools = Pools(backend, "shop", clock=clock)
+    for agent in ("owner", "probe"):
+        pools.register(agent)
+    pools.grant("vault", "owner", Access.WRITE)
+    if granted is not None:
+        pools.grant("vault", "probe", granted)
+    else:
+        pools.revoke("vault", "probe")
+    owner = pools.open("vault", "owner")
+    held = [owner.post(text).id for text in texts]
+    target = held[0] if held and probe_held else "vault-item-that-is-not-there"
+    probe = pools.open("vault", "probe")
+    calls = {
+        "get": lambda: probe.get(target),
+        "list": probe.list_all,
+        "count": probe.count,
+        "search": lambda: probe.search("alpha"),
+        "read": lambda: probe.read("status"),
+        "post": lambda: probe.post("a note from the probe"),
+        "forget": lambda: probe.forget(target),
+    }
+    may = granted is not None and op not in ("post", "forget")
+    before = sorted(item.id for item in owner.list_all())
+    if may:
+        calls[op]()
+    else:
+        with pytest.raises(AccessDeniedError) as caught:
+            calls[op]()
+        wanted = "write" if op in ("post", "forget") else "read"
+        assert str(caught.value) == f"agent 'probe' may not {wanted} pool 'vault'"
+    assert sorted(item.id for item in owner.list_all()) == before
