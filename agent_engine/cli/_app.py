@@ -20,6 +20,7 @@ from agent_engine.cli import (
     _ingest,
     _mcp,
     _memory,
+    _pools,
     _sessions,
     _transfer,
 )
@@ -148,6 +149,9 @@ _memory.app.command(name="rollback")(_transfer.rollback)
 _memory.app.command(name="finish-session")(_sessions.finish_session)
 _memory.app.add_typer(
     _aliases.app, name="alias", short_help="A project's aliases: add, list or remove them."
+)
+_memory.app.add_typer(
+    _pools.app, name="pool", short_help="Shared pools: register agents, grant access, read, post."
 )
 app.command(name="mcp", short_help="Serve a project's memory to an MCP client over stdio.")(
     _mcp.mcp
