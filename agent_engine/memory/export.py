@@ -3,7 +3,7 @@
 What a user runs to move one project's memory to another store, to keep a copy of it, or to
 hand it to a colleague (``agent-engine memory export/import``). The file is JSON lines:
 
-* a **header**: ``{"format": "agent_engine.export", "version": 1, ...}`` with when it was
+* a **header**: ``{"format": "agent_engine.export", "version": 2, ...}`` with when it was
   written, the scope it holds (``namespace``/``tier``, ``null`` for the whole store), whether
   vectors are in it and the embedder that made them;
 * the **records**, one per line, each ``{"record": <kind>, "data": ...}``: every ``item`` of
@@ -71,8 +71,11 @@ __all__ = [
 
 EXPORT_FORMAT: Final = "agent_engine.export"
 """What the header's ``format`` says: this file is an agent_engine export."""
-EXPORT_VERSION: Final = 1
-"""The format version this agent_engine writes and reads."""
+EXPORT_VERSION: Final = 2
+"""The format version this agent_engine writes: 2 since items record their agent and a
+session tier exists (a version 1 reader would refuse both). It reads versions 1 and 2."""
+READABLE_VERSIONS: Final = frozenset({1, EXPORT_VERSION})
+"""The format versions this agent_engine reads: a version 1 file's items have no agent."""
 
 _ITEM, _CONFLICT, _EVENT, _ALIAS, _END = "item", "conflict", "event", "alias", "end"
 _KINDS: Final = (_ITEM, _CONFLICT, _EVENT, _ALIAS)
@@ -512,10 +515,11 @@ def _header(first: tuple[int, str] | None, digest: Any) -> dict[str, Any]:
             "line 1: not an agent_engine export (no format header)", field="line", line=1
         )
     version = header.get("version")
-    if version != EXPORT_VERSION:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise ExportFileError(
-            f"the file is export format version {version!r}; this agent_engine reads version "
-            f"{EXPORT_VERSION} (upgrade agent_engine to read newer files)",
+            f"the file is export format version {version!r}; this agent_engine reads versions "
+            f"{', '.join(map(str, sorted(READABLE_VERSIONS)))} (upgrade agent_engine to read "
+            "newer files)",
             field="version",
             value=version,
             line=1,

@@ -319,3 +319,23 @@ def test_an_alias_record_is_checked_before_anything_is_written(embedder):
         import_store(target, io.StringIO(_resealed(lines)))
     assert caught.value.line == at + 1
     assert (target.count(), target.audit.count()) == (0, 0)
+
+
+def test_a_version_1_file_is_still_read(embedder):
+    """Files written before items recorded their agent (version 1) import, agent ``""``."""
+    source = InMemoryBackend(embedder=embedder)
+    _fill(source)
+    lines = _exported(source, namespace="project:shop", tier=Tier.PROJECT).splitlines(True)
+    header = json.loads(lines[0])
+    assert header["version"] == EXPORT_VERSION == 2
+    header["version"] = 1
+    lines[0] = json.dumps(header, separators=(",", ":"), sort_keys=True) + "\n"
+    for n, line in enumerate(lines[1:-1], start=1):
+        record = json.loads(line)
+        if record["record"] == "item":
+            del record["data"]["agent"]
+            lines[n] = json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n"
+    target = InMemoryBackend(embedder=embedder)
+    report = import_store(target, io.StringIO(_resealed(lines)))
+    assert report.items == source.count({"namespace": "project:shop"})
+    assert {item.agent for item in target.query(None, limit=None)} == {""}
