@@ -10,7 +10,9 @@ hand it to a colleague (``agent-engine memory export/import``). The file is JSON
   the scope in id order and in every lifecycle state (archive and superseded history too),
   each whole as :func:`~agent_engine.serde.to_dict` writes it (without its vector when
   vectors are left out); the ``conflict`` records between exported items; the journal's
-  ``event`` records of the scope; the ``alias`` records of its namespaces;
+  ``event`` records of the scope; the ``alias`` records of its namespaces; the ``grant``
+  records of a pool's grants (every pool's, for the whole store) after the ``agent`` records
+  of the agents they name (every project's, for the whole store);
 * a **trailer**: ``{"record": "end", "counts": {...}, "sha256": ...}``, the counts of each
   kind and the SHA-256 of every line before it.
 
@@ -54,6 +56,7 @@ from agent_engine.memory.aliases import check_add
 from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.memory.copy import COPY_BATCH, check_vectors_fit, pages
+from agent_engine.memory.grants import Grant, check_agent, check_realm
 from agent_engine.models import AuditAction, AuditEvent, ContextItem, Tier, utcnow
 from agent_engine.serde import from_dict, to_dict
 
@@ -78,7 +81,8 @@ READABLE_VERSIONS: Final = frozenset({1, EXPORT_VERSION})
 """The format versions this agent_engine reads: a version 1 file's items have no agent."""
 
 _ITEM, _CONFLICT, _EVENT, _ALIAS, _END = "item", "conflict", "event", "alias", "end"
-_KINDS: Final = (_ITEM, _CONFLICT, _EVENT, _ALIAS)
+_AGENT, _GRANT = "agent", "grant"
+_KINDS: Final = (_ITEM, _CONFLICT, _EVENT, _ALIAS, _AGENT, _GRANT)
 
 Progress = Callable[[int, int], None]
 """Called with the records done so far and the total."""
@@ -95,6 +99,8 @@ class ExportReport:
     vectors: bool
     namespace: str | None
     tier: Tier | None
+    agents: int = 0
+    grants: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +115,10 @@ class ImportReport:
     events: int
     aliases: int
     """Alias terms written (an expansion held already is no change)."""
+    agents: int = 0
+    """Agents registered (one registered already is no change)."""
+    grants: int = 0
+    """Grants written (each replaces the agent's access to its pool)."""
 
 
 def export_store(
@@ -153,6 +163,7 @@ def export_store(
             for event in (_events(source, namespace, tier) if journal else ())
         ),
         _aliases(source, namespace),
+        _grants(source, namespace),
     )
     if isinstance(out, (str, Path)):
         path = Path(out)
@@ -180,6 +191,8 @@ def export_store(
         vectors=vectors,
         namespace=namespace,
         tier=tier,
+        agents=counts[_AGENT],
+        grants=counts[_GRANT],
     )
 
 
@@ -203,6 +216,9 @@ def import_store(
             target.audit.append(event)
         for namespace, term, expansions in parsed.aliases:
             target.aliases.add(namespace, term, expansions)
+        agents = sum(target.grants.register(realm, agent) for realm, agent in parsed.agents)
+        for grant in parsed.grants:
+            target.grants.grant(grant)
     except AgentEngineError as exc:
         if new:
             target.delete_many([item.id for item in new])
@@ -218,6 +234,8 @@ def import_store(
         conflicts=len(conflicts),
         events=len(events),
         aliases=len(parsed.aliases),
+        agents=agents,
+        grants=len(parsed.grants),
     )
     get_logger(component="import").info(
         "store imported", items=report.items, unchanged=report.unchanged, journal=report.events
@@ -403,6 +421,28 @@ def _aliases(source: MemoryBackend, namespace: str | None) -> Iterator[tuple[str
             yield _ALIAS, {"namespace": name, "term": term, "expansions": list(expansions)}
 
 
+def _grants(source: MemoryBackend, namespace: str | None) -> Iterator[tuple[str, Any]]:
+    """The exported pool's grants (every pool's, for the whole store), after their agents.
+
+    Agents first, so an import registers each before a grant names it; the whole store gives
+    every project's agents, a pool the agents its grants name.
+    """
+    pools = source.grants.pools() if namespace is None else [namespace]
+    grants = [grant for pool in pools for grant in source.grants.of_pool(pool)]
+    if namespace is None:
+        agents = [
+            (realm, agent)
+            for realm in source.grants.realms()
+            for agent in source.grants.agents(realm)
+        ]
+    else:
+        agents = sorted({(grant.realm, grant.agent) for grant in grants})
+    for realm, agent in agents:
+        yield _AGENT, {"realm": realm, "agent": agent}
+    for grant in grants:
+        yield _GRANT, to_dict(grant)
+
+
 def _scope(namespace: str | None, tier: Tier | None) -> tuple[Condition, ...]:
     conditions: list[Condition] = []
     if namespace is not None:
@@ -435,6 +475,8 @@ class _Parsed:
     conflicts: list[Conflict]
     events: list[AuditEvent]
     aliases: list[tuple[str, str, list[str]]]
+    agents: list[tuple[str, str]]
+    grants: list[Grant]
     lines: dict[str, int]
     """The line each item was read from."""
 
@@ -485,6 +527,8 @@ def _parse(stream: Iterable[str]) -> _Parsed:
                 conflicts=found[_CONFLICT],
                 events=found[_EVENT],
                 aliases=found[_ALIAS],
+                agents=found[_AGENT],
+                grants=found[_GRANT],
                 lines=where,
             )
         digest.update(line.encode("utf-8"))
@@ -569,6 +613,10 @@ def _decode(number: int, kind: object, data: object) -> Any:
                 data["namespace"], data["term"], data["expansions"]
             )
             return (namespace, term, list(expansions))
+        if kind == _AGENT and isinstance(data, dict):
+            return (check_realm(data["realm"]), check_agent(data["agent"]))
+        if kind == _GRANT:
+            return from_dict(Grant, data)
     except (AgentEngineError, KeyError, TypeError, ValueError) as exc:
         raise ExportFileError(
             f"line {number}: not a valid {kind} record ({exc})", field="line", line=number
@@ -584,9 +632,15 @@ def _check_end(number: int, end: dict[str, Any], digest: Any, counts: dict[str, 
             field="line",
             line=number,
         )
-    if end.get("counts") != counts:
+    said = end.get("counts")
+    # A kind the end record does not name was not in the format yet (a version 1 file).
+    if (
+        not isinstance(said, dict)
+        or set(said) - set(counts)
+        or any(said.get(kind, 0) != found for kind, found in counts.items())
+    ):
         raise ExportFileError(
-            f"line {number}: the file holds {counts}, its end record says {end.get('counts')}",
+            f"line {number}: the file holds {counts}, its end record says {said}",
             field="line",
             line=number,
         )

@@ -41,6 +41,8 @@ from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine.errors import AccessDeniedError
 from agent_engine.filters import FilterInput
 from agent_engine.memory.backend import MemoryBackend, SearchHit
+from agent_engine.memory.checkpoints import Checkpoint
+from agent_engine.memory.export import RestorePlan
 from agent_engine.memory.grants import Access, Grant, check_agent
 from agent_engine.models import AuditAction, AuditEvent, ContextItem, Tier, utcnow
 from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
@@ -152,6 +154,21 @@ class Pools:
         """The pool's journal, newest first: its writes, and the grants given and revoked."""
         namespace = pool_namespace(pool, self.project_id)
         return self.backend.audit.events(namespace=namespace, limit=limit)
+
+    def checkpoint(self, pool: str, label: str = "") -> Checkpoint:
+        """Save the pool's memory as it is now, to roll back to (its grants are not memory)."""
+        return self._scope(pool).checkpoint(label)
+
+    def checkpoints(self, pool: str) -> list[Checkpoint]:
+        """The pool's checkpoints, newest first."""
+        return self._scope(pool).checkpoints()
+
+    def rollback(self, pool: str, checkpoint_id: str) -> RestorePlan:
+        """Make the pool's memory what the checkpoint saved; its grants stay as they are now.
+
+        A rollback never undoes a revocation: access rules are not memory.
+        """
+        return self._scope(pool).rollback(checkpoint_id)
 
     @property
     def _audit(self) -> AuditLog:

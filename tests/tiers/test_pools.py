@@ -6,6 +6,7 @@ backend's, read at every call, so what one view is granted or refused holds for 
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from agent_engine import (
     UnknownAgentError,
     ValidationError,
 )
-from agent_engine.memory import Access
+from agent_engine.memory import Access, export_store, import_store
 from agent_engine.tiers.pools import Pools
 from agent_engine.tiers.scope import parse_pool_namespace, pool_namespace
 
@@ -200,3 +201,36 @@ def test_an_agent_without_a_grant_learns_nothing(backend, clock, case):
         wanted = "write" if op in ("post", "forget") else "read"
         assert str(caught.value) == f"agent 'probe' may not {wanted} pool 'vault'"
     assert sorted(item.id for item in owner.list_all()) == before
+
+
+class TestSnapshots:
+    def test_an_exported_pool_takes_its_grants_along(self, backend, clock, open_backend):
+        """A pool's export holds its items, its grants and their agents; importing it twice
+        into another store gives them once."""
+        pools = shop(backend, clock)
+        pools.grant("notes", "scout", Access.WRITE)
+        pools.grant("notes", "critic", Access.READ)
+        pools.open("notes", "scout").post("Staging reboots at 02:00 UTC.")
+        out = io.StringIO()
+        report = export_store(backend, out, namespace=pool_namespace("notes", "shop"))
+        assert (report.items, report.agents, report.grants) == (1, 2, 2)
+        target = open_backend("memory", None)
+        for _ in range(2):
+            import_store(target, io.StringIO(out.getvalue()))
+        moved = Pools(target, "shop", clock=clock)
+        assert moved.agents() == ["critic", "scout"]
+        assert moved.grants("notes") == pools.grants("notes")
+        assert [i.agent for i in moved.open("notes", "critic").list_all()] == ["scout"]
+
+    def test_a_rollback_leaves_the_grants_alone(self, backend, clock):
+        """Grants are access rules, not memory: rolling a pool back never undoes a revocation."""
+        pools = shop(backend, clock)
+        pools.grant("notes", "scout", Access.WRITE)
+        pools.grant("notes", "critic", Access.READ)
+        saved = pools.checkpoint("notes", "before")
+        pools.open("notes", "scout").post("A note written after the checkpoint.")
+        pools.revoke("notes", "critic")
+        pools.rollback("notes", saved.id)
+        assert pools.checkpoints("notes") == [saved]
+        assert pools.open("notes", "scout").count() == 0
+        assert [g.agent for g in pools.grants("notes")] == ["scout"]
