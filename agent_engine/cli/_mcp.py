@@ -84,6 +84,15 @@ def mcp(
     task: Annotated[
         str, typer.Option("--task", metavar="ID", help="The task whose memory the session uses.")
     ] = "mcp",
+    in_session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            metavar="ID",
+            help="Run the task in this session: its contexts read the session's memory too.",
+            show_default=False,
+        ),
+    ] = None,
     allow_global: Annotated[
         bool,
         typer.Option(
@@ -123,7 +132,12 @@ def mcp(
         return allow_global
 
     stores = MemoryStores(store.backend, confirm=consent)
-    session = Task(id=task, project_id=project or default_project(), user_id=user or default_user())
+    session = Task(
+        id=task,
+        project_id=project or default_project(),
+        user_id=user or default_user(),
+        session_id=in_session,
+    )
     memory = MemoryTools(stores, session, allow_global=allow_global)
     assembler = ContextAssembler(stores)
     listed = [

@@ -18,7 +18,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from agent_engine import SQLAlchemyBackend
+from agent_engine import HashingEmbedder, SessionMemoryStore, SQLAlchemyBackend
 
 EXPECTED_TOOLS = {
     "memory_search",
@@ -118,3 +118,23 @@ def test_global_writes_need_the_servers_consent(tmp_path, allowed):
     assert result.is_error is not allowed
     with SQLAlchemyBackend(f"sqlite:///{db}") as backend:
         assert backend.count({"namespace": "global:ada"}) == (1 if allowed else 0)
+
+
+def test_a_task_in_a_session_reads_the_sessions_memory(tmp_path):
+    """With --session, the served task's contexts and searches reach the session's memory."""
+    db = tmp_path / "memory.db"
+    with SQLAlchemyBackend(f"sqlite:///{db}", embedder=HashingEmbedder()) as backend:
+        SessionMemoryStore("morning", backend, project_id="shop", user_id="ada").add_message(
+            "ada", "Call me Ada, and keep answers short."
+        )
+
+    async def work(session):
+        built = await session.call_tool("build_context", {"query": "how should answers be"})
+        found = await session.call_tool("memory_search", {"query": "answers short"})
+        return _content(built)["context"], _content(found)["results"]
+
+    context, results = anyio.run(_session, _server(db, "--session", "morning"), work)
+    assert "keep answers short" in context
+    assert [hit["tier"] for hit in results] == ["session"]
+    alone, _ = anyio.run(_session, _server(db), work)
+    assert "keep answers short" not in alone
