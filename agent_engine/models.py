@@ -668,8 +668,9 @@ def _share(field: str, value: object) -> float:
     return number
 
 
-SESSION_SHARE: Final = 0.2
-"""The share a session takes when a split does not say: from the task's and the project's."""
+SESSION_SHARE: Final = 0.25
+"""The part of the task's and the project's shares a session takes when a split does not say:
+a quarter, so 40/40/20 becomes 30/20/30/20, and a task keeps three quarters of its share."""
 
 
 @attrs.frozen
@@ -679,7 +680,7 @@ class TierShares:
     ``session`` is the share of a task's session, for builds of a task that runs in one.
     ``None`` (the default) leaves it unsaid: then task, project and global sum to 1, a build
     without a session uses them as they are, and a build with one gives the session
-    :data:`SESSION_SHARE`, taken from the task's and the project's shares in proportion
+    :data:`SESSION_SHARE` (a quarter) of the task's and the project's shares
     (:meth:`with_session`: 40/40/20 becomes 30/20/30/20). A split that names a session share
     is used as given, and a session share of 0 leaves the session out.
     """
@@ -705,21 +706,24 @@ class TierShares:
         return {Tier.TASK: self.task, Tier.PROJECT: self.project, Tier.GLOBAL: self.global_}[tier]
 
     def with_session(self, share: float = SESSION_SHARE) -> TierShares:
-        """This split with a session share: its own, or ``share`` taken from task and project.
+        """This split with a session share: its own, or ``share`` of the task's and project's.
 
-        ``share`` of the budget comes from the task's and the project's shares in proportion
-        to them. A split that gives the task and the project nothing has nothing to take from: its
-        session gets nothing either.
+        Each of the task and the project gives ``share`` (a quarter) of its own share, so
+        neither is ever turned off by a session: a split that gives them 10% each keeps 7.5%
+        each, and one that gives them nothing gives the session nothing either.
         """
         if self.session is not None:
             return self
-        narrow = self.task + self.project
-        if narrow <= 0:
-            return attrs.evolve(self, session=0.0)
-        taken = min(share, narrow)
-        keep = (narrow - taken) / narrow
-        task = round(self.task * keep, 9)
-        return TierShares(task, max(0.0, round(narrow - taken - task, 9)), self.global_, taken)
+        if not 0.0 <= share < 1.0:
+            raise ValidationError(
+                f"a session's share of the task's and project's must be in [0, 1), got {share!r}",
+                field="share",
+                value=share,
+            )
+        task = round(self.task * (1 - share), 9)
+        project = round(self.project * (1 - share), 9)
+        session = max(0.0, round(1.0 - task - project - self.global_, 9))
+        return TierShares(task, project, self.global_, session)
 
 
 def _budget(value: object) -> int:

@@ -2,10 +2,11 @@
 
 **Shares.** A request's ``shares`` win; else the agent profile it names; else the assembler's
 split (40/40/20 by default). A build of a task that runs in a session gives the session its
-share: the split's own, else :data:`~agent_engine.models.SESSION_SHARE` taken from the task's
-and project's shares (:meth:`~agent_engine.models.TierShares.with_session`: 30/20/30/20 by
-default). Each tier's own allocation is ``floor(budget * share)``: the
-floors never add up to more than the budget, and what rounding leaves over is spill-over.
+share: the split's own, else :data:`~agent_engine.models.SESSION_SHARE` (a quarter) of the
+task's and project's shares (:meth:`~agent_engine.models.TierShares.with_session`: 30/20/30/20
+by default), unless the request's ``tiers`` leave the session out. Each tier's own allocation is
+``floor(budget * share)``: the floors never add up to more than the budget, and what rounding
+leaves over is spill-over.
 
 **Tiers on.** A tier whose share is 0, or that the request's ``tiers`` leave out, is off: it
 is not read, not even its pinned items, and its allocation is 0, so the room the split gave
@@ -141,12 +142,13 @@ def plan_budget(
     if split is None and request.profile is not None:
         split = _profile(request.profile, profiles)
     split = split or shares
-    if session:
-        split = split.with_session()
     tokens = request.budget_tokens
     wanted = request.tiers if request.tiers is not None else frozenset(Tier)
     if not session:
         wanted -= {Tier.SESSION}
+    if Tier.SESSION in wanted:
+        # A request that leaves the session out keeps the task's and project's whole shares.
+        split = split.with_session()
     on = frozenset(tier for tier in wanted if split.of(tier) > 0)
     return Budget(tokens, split, _allocation(tokens, split, on), spill_order, stable_prefix, on)
 

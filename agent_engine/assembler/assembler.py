@@ -63,7 +63,12 @@ from agent_engine.tiers.base import TierStore, by_backend, record_access
 from agent_engine.tiers.consolidation import TaskEnd
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
-from agent_engine.tiers.session import SessionEnd, SessionMemoryStore
+from agent_engine.tiers.session import (
+    SessionEnd,
+    SessionMemoryStore,
+    SessionSummarizer,
+    extractive_digest,
+)
 from agent_engine.tiers.stores import MemoryStores
 from agent_engine.tiers.task import TaskMemoryStore
 from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
@@ -159,10 +164,15 @@ class ContextAssembler:
         return self.stores.finish_task(task)
 
     def finish_session(
-        self, session_id: str, project_id: str = "default", user_id: str = "default"
+        self,
+        session_id: str,
+        project_id: str = "default",
+        user_id: str = "default",
+        *,
+        summarizer: SessionSummarizer | None = extractive_digest,
     ) -> SessionEnd:
         """Finalise a session and report it (see :meth:`MemoryStores.finish_session`)."""
-        return self.stores.finish_session(session_id, project_id, user_id)
+        return self.stores.finish_session(session_id, project_id, user_id, summarizer=summarizer)
 
     def cleanup_task(self, task: Task | str) -> int:
         """Clear a finished task's memory and forget its store; return items removed.

@@ -229,8 +229,9 @@ class ContextPackage:
         return MemoryPressure.of(self)
 
     def usage_of(self, tier: Tier) -> TierUsage:
-        """The budget use of one tier."""
-        return next(usage for usage in self.usage if usage.tier is tier)
+        """The budget use of one tier (nothing, for a session the task does not run in)."""
+        found = next((usage for usage in self.usage if usage.tier is tier), None)
+        return found if found is not None else TierUsage(Tier(tier), 0, 0, 0, 0)
 
     def render(self, format: RenderFormat | str | None = None) -> str:  # noqa: A002 - the natural name
         """The prompt block; the budget holds for the format the package was built with."""

@@ -359,6 +359,7 @@ def add(
         tags=tag or (),
         source=source,
         status=Status.PINNED if pin else Status.CONFIRMED,
+        session=session or "",
     )
     verdict, trouble = decide_safely(None if no_decider else DEFAULT_DECIDER, item)
     if trouble is not None:  # pragma: no cover - the default decider does not fail

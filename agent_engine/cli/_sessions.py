@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from agent_engine import MemoryStores, ValidationError
+from agent_engine import MemoryStores, ValidationError, View
 from agent_engine.cli._memory import Json, Project, User, _json, _open
 from agent_engine.cli._output import console, emit_json
 from agent_engine.cli._store import Access
@@ -49,7 +49,7 @@ def finish_session(
     memory = scope.session
     if memory is None:  # pragma: no cover - _open builds it when a session is named
         raise ValidationError("name the session to finalise", field="session")
-    if memory.count() == 0 and not memory.checkpoints():
+    if memory.count(view=View.ALL) == 0 and not memory.checkpoints():
         raise ValidationError(
             f"session {session!r} holds no memory ({memory.namespace}): nothing to finalise",
             field="session",

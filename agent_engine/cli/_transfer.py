@@ -25,6 +25,7 @@ from agent_engine import (
     to_dict,
 )
 from agent_engine.cli._confirm import make_confirm
+from agent_engine.cli._errors import CommandError
 from agent_engine.cli._memory import (
     Into,
     Json,
@@ -52,7 +53,9 @@ File = Annotated[str, typer.Argument(metavar="FILE", help="The export file (- fo
 def export(
     ctx: typer.Context,
     file: File,
-    tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
+    tier: Annotated[
+        Into | None, typer.Option("--tier", "-t", help="Which scope (default: project).")
+    ] = None,
     task: TaskOption = None,
     session: SessionOption = None,
     whole: Annotated[
@@ -66,6 +69,7 @@ def export(
     json_output: Json = False,
 ) -> None:
     """Write a scope's memory (default: the project's) to FILE, for `memory import`."""
+    _one_scope(task, session, tier)
     if whole and (task is not None or session is not None):
         option = "task" if task is not None else "session"
         raise ValidationError(
@@ -111,12 +115,24 @@ def export(
     )
 
 
-def import_(ctx: typer.Context, file: File, json_output: Json = False) -> None:
+def import_(
+    ctx: typer.Context,
+    file: File,
+    grants: Annotated[
+        bool,
+        typer.Option(
+            "--grants",
+            help="Also register the file's agents and add its pool grants where the store "
+            "gives that agent nothing on that pool (never replacing one).",
+        ),
+    ] = False,
+    json_output: Json = False,
+) -> None:
     """Add what FILE holds and the store lacks (checked whole first; twice is once)."""
     scope = _open(ctx, None, None, access=Access.CREATE, embed=True)
     source = sys.stdin if file == "-" else file
     with progress_bar(f"Importing {file}", shown=not _json(ctx, json_output)) as progress:
-        report = import_store(scope.store.backend, source, progress=progress)
+        report = import_store(scope.store.backend, source, grants=grants, progress=progress)
     if _json(ctx, json_output):
         emit_json(
             {
@@ -126,13 +142,15 @@ def import_(ctx: typer.Context, file: File, json_output: Json = False) -> None:
                 "conflicts": report.conflicts,
                 "events": report.events,
                 "aliases": report.aliases,
+                "agents": report.agents,
+                "grants": report.grants,
             }
         )
         return
     console().print(
         f"imported {report.items} memories from {file} ({report.unchanged} held already, "
         f"{report.conflicts} conflicts, {report.events} journal events, {report.aliases} alias "
-        "terms)",
+        f"terms, {report.grants} pool grants)",
         markup=False,
         highlight=False,
     )
@@ -150,7 +168,9 @@ def rollback(
         str | None,
         typer.Option("--checkpoint", metavar="ID", help="A checkpoint (`memory checkpoint`)."),
     ] = None,
-    tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
+    tier: Annotated[
+        Into | None, typer.Option("--tier", "-t", help="Which scope (default: project).")
+    ] = None,
     task: TaskOption = None,
     session: SessionOption = None,
     project: Project = None,
@@ -159,6 +179,7 @@ def rollback(
     json_output: Json = False,
 ) -> None:
     """Roll a scope back to FILE (its export) or to a checkpoint; asks before destroying."""
+    _one_scope(task, session, tier)
     if (file is None) == (checkpoint is None):
         raise ValidationError("give either FILE or --checkpoint ID (one of them)", field="file")
     # A checkpoint holds its vectors; a file may not, and its items are embedded then.
@@ -214,7 +235,9 @@ def checkpoint(
     listing: Annotated[
         bool, typer.Option("--list", help="List the scope's checkpoints instead, newest first.")
     ] = False,
-    tier: Annotated[Into, typer.Option("--tier", "-t", help="Which scope.")] = Into.PROJECT,
+    tier: Annotated[
+        Into | None, typer.Option("--tier", "-t", help="Which scope (default: project).")
+    ] = None,
     task: TaskOption = None,
     session: SessionOption = None,
     project: Project = None,
@@ -222,6 +245,7 @@ def checkpoint(
     json_output: Json = False,
 ) -> None:
     """Save a scope as it is now (default: the project's), to roll back to; or --list them."""
+    _one_scope(task, session, tier)
     access = Access.READ if listing else Access.CREATE
     scope = _open(ctx, project, user, access=access, task=task, session=session)
     store = _chosen(scope, tier)
@@ -240,6 +264,13 @@ def checkpoint(
         console().print(f"no checkpoints of {store.namespace}", markup=False)
 
 
-def _chosen(scope: Scope, tier: Into) -> TierStore:
+def _chosen(scope: Scope, tier: Into | None) -> TierStore:
     """The store the options name: the ``--task``'s or ``--session``'s, else the ``--tier``'s."""
-    return _narrow_or_tiers(scope, tier)[0]
+    return _narrow_or_tiers(scope, tier or Into.PROJECT)[0]
+
+
+def _one_scope(task: str | None, session: str | None, tier: Into | None) -> None:
+    """Refuse, before anything opens, options that name two scopes."""
+    if tier is not None and (task is not None or session is not None):
+        option = "--task" if task is not None else "--session"
+        raise CommandError(f"{option} and --tier name different scopes; give one")

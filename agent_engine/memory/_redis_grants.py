@@ -86,11 +86,13 @@ class RedisGrantStore:
 
         return self._runner.transact([key], plan)
 
-    def access(self, pool: str, agent: str) -> Access | None:
-        """What ``agent`` may do with ``pool``."""
-        key, agent = self._keys.grants(check_pool(pool)), check_agent(agent)
+    def access(self, realm: str, pool: str, agent: str) -> Access | None:
+        """What ``agent`` of ``realm`` may do with ``pool``."""
+        realm, agent = check_realm(realm), check_agent(agent)
+        key = self._keys.grants(check_pool(pool))
         held = self._runner.read(lambda client: client.hget(key, agent))
-        return None if held is None else _grant(held).access
+        found = None if held is None else _grant(held)
+        return None if found is None or found.realm != realm else found.access
 
     def of_pool(self, pool: str) -> list[Grant]:
         """The pool's grants, by agent."""

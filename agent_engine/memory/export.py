@@ -163,7 +163,7 @@ def export_store(
             for event in (_events(source, namespace, tier) if journal else ())
         ),
         _aliases(source, namespace),
-        _grants(source, namespace),
+        _grants(source, namespace, tier),
     )
     if isinstance(out, (str, Path)):
         path = Path(out)
@@ -197,33 +197,44 @@ def export_store(
 
 
 def import_store(
-    target: MemoryBackend, source: IO[str] | Path | str, *, progress: Progress | None = None
+    target: MemoryBackend,
+    source: IO[str] | Path | str,
+    *,
+    grants: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
-    """Import an export file into ``target``, all or nothing; see the module for the rules."""
+    """Import an export file into ``target``, all or nothing; see the module for the rules.
+
+    The file's pool grants are left out unless ``grants`` asks for them: access rules are
+    the target's own, and a file must not give back a grant the target revoked since. With
+    ``grants``, the agents the file names are registered, and each grant is added only where
+    the target gives that agent nothing on that pool (never replacing one), journaled first
+    as a ``grant`` by ``"import"``; a grant whose agent neither the file nor the target
+    registered refuses the import before anything is written.
+    """
+    if not isinstance(grants, bool):
+        raise ValidationError("grants must be True or False", field="grants", value=grants)
     parsed = _read(source)
     check_vectors_fit(parsed.identity, target)
+    given = _new_grants(target, parsed) if grants else []
     new = _new_items(target, parsed)
     if progress is not None:
         progress(0, len(new))
     if new:
         target.add_many(new)
+    written: list[Grant] = []
     try:
-        conflicts = [c for c in parsed.conflicts if target.conflicts.get(c.id) is None]
-        if conflicts:
-            target.conflicts.record(conflicts)
-        events = _missing_events(target, parsed.events)
-        for event in events:
-            target.audit.append(event)
-        for namespace, term, expansions in parsed.aliases:
-            target.aliases.add(namespace, term, expansions)
-        agents = sum(target.grants.register(realm, agent) for realm, agent in parsed.agents)
-        for grant in parsed.grants:
-            target.grants.grant(grant)
+        conflicts, events, agents = _write_beside(
+            target, parsed, given if grants else None, written
+        )
     except AgentEngineError as exc:
         if new:
             target.delete_many([item.id for item in new])
+        for grant in written:
+            target.grants.revoke(grant.pool, grant.agent)
         raise CopyIncompleteError(
-            f"the import into {target!r} stopped ({exc}); the items it added were removed",
+            f"the import into {target!r} stopped ({exc}); the items and grants it added were "
+            "removed",
             differences=(str(exc),),
         ) from exc
     if progress is not None:
@@ -231,11 +242,11 @@ def import_store(
     report = ImportReport(
         items=len(new),
         unchanged=len(parsed.items) - len(new),
-        conflicts=len(conflicts),
-        events=len(events),
+        conflicts=conflicts,
+        events=events,
         aliases=len(parsed.aliases),
         agents=agents,
-        grants=len(parsed.grants),
+        grants=len(given),
     )
     get_logger(component="import").info(
         "store imported", items=report.items, unchanged=report.unchanged, journal=report.events
@@ -421,13 +432,17 @@ def _aliases(source: MemoryBackend, namespace: str | None) -> Iterator[tuple[str
             yield _ALIAS, {"namespace": name, "term": term, "expansions": list(expansions)}
 
 
-def _grants(source: MemoryBackend, namespace: str | None) -> Iterator[tuple[str, Any]]:
+def _grants(
+    source: MemoryBackend, namespace: str | None, tier: Tier | None
+) -> Iterator[tuple[str, Any]]:
     """The exported pool's grants (every pool's, for the whole store), after their agents.
 
     Agents first, so an import registers each before a grant names it; the whole store gives
     every project's agents, a pool the agents its grants name.
     """
     pools = source.grants.pools() if namespace is None else [namespace]
+    if namespace is None and tier is not None:
+        return  # a tier of every namespace: no pool's, and not the whole store's either
     grants = [grant for pool in pools for grant in source.grants.of_pool(pool)]
     if namespace is None:
         agents = [
@@ -559,7 +574,7 @@ def _header(first: tuple[int, str] | None, digest: Any) -> dict[str, Any]:
             "line 1: not an agent_engine export (no format header)", field="line", line=1
         )
     version = header.get("version")
-    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+    if type(version) is not int or version not in READABLE_VERSIONS:
         raise ExportFileError(
             f"the file is export format version {version!r}; this agent_engine reads versions "
             f"{', '.join(map(str, sorted(READABLE_VERSIONS)))} (upgrade agent_engine to read "
@@ -681,6 +696,69 @@ def _new_items(target: MemoryBackend, parsed: _Parsed) -> list[ContextItem]:
                 line=parsed.lines[item.id],
             )
     return new
+
+
+def _write_beside(
+    target: MemoryBackend, parsed: _Parsed, given: list[Grant] | None, written: list[Grant]
+) -> tuple[int, int, int]:
+    """What an import writes after the items: conflicts, events, aliases, agents and grants.
+
+    ``given``: the grants to add (``None``: none, and no agents); each one written joins
+    ``written``, so a failure can take it back. Returns the conflicts, events and agents added.
+    """
+    conflicts = [c for c in parsed.conflicts if target.conflicts.get(c.id) is None]
+    if conflicts:
+        target.conflicts.record(conflicts)
+    events = _missing_events(target, parsed.events)
+    for event in events:
+        target.audit.append(event)
+    for namespace, term, expansions in parsed.aliases:
+        target.aliases.add(namespace, term, expansions)
+    if given is None:
+        return len(conflicts), len(events), 0
+    agents = sum(target.grants.register(realm, agent) for realm, agent in parsed.agents)
+    for grant in given:
+        target.audit.append(_granted(grant))
+        target.grants.grant(grant)
+        written.append(grant)
+    return len(conflicts), len(events), agents
+
+
+def _new_grants(target: MemoryBackend, parsed: _Parsed) -> list[Grant]:
+    """The file's grants where the target gives the agent nothing on the pool, checked first.
+
+    A grant's agent must be registered in its realm by the file or by the target already.
+    """
+    registered = set(parsed.agents)
+    new: list[Grant] = []
+    for grant in parsed.grants:
+        known = (grant.realm, grant.agent) in registered or grant.agent in target.grants.agents(
+            grant.realm
+        )
+        if not known:
+            raise ExportFileError(
+                f"a grant on {grant.pool} names agent {grant.agent!r}, whom neither the file nor "
+                f"the target registered in {grant.realm}; nothing was imported",
+                field="grant",
+                value=grant.agent,
+            )
+        if all(held.agent != grant.agent for held in target.grants.of_pool(grant.pool)):
+            new.append(grant)
+    return new
+
+
+def _granted(grant: Grant) -> AuditEvent:
+    """The journal's record of a grant an import adds (pools are project-tier scopes)."""
+    detail = {
+        "agent": grant.agent,
+        "access": grant.access.value,
+        "by": "import",
+        "granted_by": grant.granted_by,
+        "replaced": None,
+    }
+    return AuditEvent(
+        action=AuditAction.GRANT, tier=Tier.PROJECT, namespace=grant.pool, detail=detail
+    )
 
 
 def _same(there: ContextItem, item: ContextItem) -> bool:

@@ -102,7 +102,9 @@ class GrantStore(Protocol):
     grant (replacing the agent's earlier one) after checking, atomically, that its agent is
     registered in the grant's realm: else :class:`~agent_engine.errors.UnknownAgentError` and
     nothing changes. ``revoke`` removes an agent's grant and returns it (``None``: there was
-    none). ``access`` is what the agent may do with the pool (``None``: nothing).
+    none). ``access`` is what the agent of ``realm`` may do with the pool (``None``: nothing,
+    and nothing for a grant of another realm: a grant never reaches across projects, even
+    one written by hand or read from a file).
     ``of_pool`` lists a pool's grants by agent; ``agents`` a realm's agents, sorted;
     ``realms`` and ``pools`` the realms with agents and the pools with grants, sorted (what
     copying a store reads).
@@ -124,8 +126,8 @@ class GrantStore(Protocol):
         """Remove the agent's grant on the pool; the grant removed, or ``None``."""
         ...
 
-    def access(self, pool: str, agent: str) -> Access | None:
-        """What ``agent`` may do with ``pool`` (``None``: nothing)."""
+    def access(self, realm: str, pool: str, agent: str) -> Access | None:
+        """What ``agent`` of ``realm`` may do with ``pool`` (``None``: nothing)."""
         ...
 
     def of_pool(self, pool: str) -> list[Grant]:
@@ -196,12 +198,12 @@ class InMemoryGrantStore:
                 self._grants.pop(pool, None)
             return removed
 
-    def access(self, pool: str, agent: str) -> Access | None:
-        """What ``agent`` may do with ``pool``."""
-        pool, agent = check_pool(pool), check_agent(agent)
+    def access(self, realm: str, pool: str, agent: str) -> Access | None:
+        """What ``agent`` of ``realm`` may do with ``pool``."""
+        realm, pool, agent = check_realm(realm), check_pool(pool), check_agent(agent)
         with self._lock:
             found = self._grants.get(pool, {}).get(agent)
-            return None if found is None else found.access
+            return None if found is None or found.realm != realm else found.access
 
     def of_pool(self, pool: str) -> list[Grant]:
         """The pool's grants, by agent."""
@@ -244,9 +246,9 @@ class _NoGrantStore:
         check_pool(pool), check_agent(agent)
         return None
 
-    def access(self, pool: str, agent: str) -> Access | None:
+    def access(self, realm: str, pool: str, agent: str) -> Access | None:
         """None: no grant is kept."""
-        check_pool(pool), check_agent(agent)
+        check_realm(realm), check_pool(pool), check_agent(agent)
         return None
 
     def of_pool(self, pool: str) -> list[Grant]:

@@ -1813,7 +1813,7 @@ class BackendConformance:
         first = Grant("realm-0", "pool-0", "scout", Access.READ, "app", T0)
         store.grant(first)
         store.grant(Grant("realm-0", "pool-0", "coder", Access.WRITE, "app", T0))
-        assert store.access("pool-0", "scout") is Access.READ
+        assert store.access("realm-0", "pool-0", "scout") is Access.READ
         assert store.of_pool("pool-0")[1] == first
         later = Grant("realm-0", "pool-0", "scout", Access.WRITE, "lead", T0 + timedelta(minutes=1))
         store.grant(later)
@@ -1833,7 +1833,7 @@ class BackendConformance:
             store.grant(Grant("realm-0", "pool-0", "scout", Access.READ, "app", T0))
         assert (info.value.field, info.value.value) == ("agent", "scout")
         assert store.of_pool("pool-0") == []
-        assert store.access("pool-0", "scout") is None
+        assert store.access("realm-0", "pool-0", "scout") is None
         assert store.pools() == []
 
     def test_grants_revoke(self, backend: MemoryBackend) -> None:
@@ -1848,9 +1848,9 @@ class BackendConformance:
         assert removed is not None
         assert removed.access is Access.WRITE
         assert store.revoke("pool-0", "scout") is None
-        assert store.access("pool-0", "scout") is None
-        assert store.access("pool-1", "scout") is Access.WRITE
-        assert store.access("pool-0", "coder") is Access.READ
+        assert store.access("realm-0", "pool-0", "scout") is None
+        assert store.access("realm-0", "pool-1", "scout") is Access.WRITE
+        assert store.access("realm-0", "pool-0", "coder") is Access.READ
         assert store.revoke("pool-0", "coder") is not None
         assert store.pools() == ["pool-1"]
         assert store.agents("realm-0") == ["coder", "scout"]
@@ -1860,7 +1860,20 @@ class BackendConformance:
         filled.grants.register("realm-0", "scout")
         filled.grants.grant(Grant("realm-0", "ns-0", "scout", Access.READ, "app", T0))
         filled.clear()
-        assert filled.grants.access("ns-0", "scout") is Access.READ
+        assert filled.grants.access("realm-0", "ns-0", "scout") is Access.READ
+
+    def test_grants_never_reach_across_realms(self, backend: MemoryBackend) -> None:
+        """A grant answers for its own realm only, whatever pool it names.
+
+        If this fails, check that ``access`` compares the grant's realm with the one asked
+        about: a grant written by hand (or read from a file) naming another project's pool
+        must give an agent of this project nothing there.
+        """
+        store = backend.grants
+        store.register("realm-0", "eve")
+        store.grant(Grant("realm-0", "pool-of-realm-1", "eve", Access.WRITE, "app", T0))
+        assert store.access("realm-1", "pool-of-realm-1", "eve") is None
+        assert store.access("realm-0", "pool-of-realm-1", "eve") is Access.WRITE
 
     def test_grants_refuse_bad_input(self, backend: MemoryBackend) -> None:
         """Bad ids, a non-grant, an unknown access: refused by field, nothing stored."""
@@ -1870,7 +1883,7 @@ class BackendConformance:
             (lambda: store.register("realm-0", " scout"), "agent"),
             (lambda: store.grant("scout"), "grant"),
             (lambda: Grant("realm-0", "pool-0", "scout", "admin", "app", T0), "access"),
-            (lambda: store.access("", "scout"), "pool"),
+            (lambda: store.access("realm-0", "", "scout"), "pool"),
         ]
         for bad, field in attempts:
             with pytest.raises(ValidationError) as info:

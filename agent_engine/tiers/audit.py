@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.memory.audit import AuditStore, erasure_token, redact_value
 from agent_engine.models import AuditAction, AuditEvent, Tier, utcnow
@@ -22,6 +23,9 @@ __all__ = ["AuditLog"]
 
 class AuditLog:
     """Appends events to an :class:`~agent_engine.memory.audit.AuditStore` and bounds it.
+
+    ``actor`` names who acts through the stores writing here (an agent of a shared pool):
+    every event's ``detail`` then says so as ``"agent"``.
 
     Trimming runs every ``trim_every`` appends rather than on each one, so the journal costs
     one insert per mutation; it may briefly hold up to ``trim_every`` events over the bound.
@@ -35,6 +39,7 @@ class AuditLog:
         max_age: timedelta | None = None,
         trim_every: int = 100,
         clock: Callable[[], datetime] = utcnow,
+        actor: str | None = None,
     ) -> None:
         if max_events is not None and (isinstance(max_events, bool) or max_events < 0):
             raise ValidationError("max_events must be >= 0 or None", field="max_events")
@@ -45,6 +50,7 @@ class AuditLog:
         self.max_age = max_age
         self._trim_every = trim_every
         self._clock = clock
+        self.actor = None if actor is None else _validate.identifier("actor", actor)
         self._appends = 0
         self._lock = threading.Lock()
 
@@ -57,12 +63,15 @@ class AuditLog:
         detail: dict[str, Any] | None = None,
     ) -> AuditEvent:
         """Append one event now and return it."""
+        said = detail or {}
+        if self.actor is not None:
+            said = {"agent": self.actor, **said}
         event = AuditEvent(
             action=action,
             tier=tier,
             namespace=namespace,
             item_ids=item_ids,
-            detail=detail or {},
+            detail=said,
             at=self._clock(),
         )
         self.store.append(event)

@@ -11,18 +11,21 @@ may do what is explicit:
   taken away by the application (:meth:`Pools.grant`, :meth:`Pools.revoke`), each journaled
   in the pool's audit log before it takes effect, with who did it;
 * an agent works through its own view of a pool (:meth:`Pools.open`): every call checks its
-  grant first, as it stands in the backend then (a revocation holds for every process at
-  once), and raises :class:`~agent_engine.errors.AccessDeniedError` when the grant does not
-  allow it, before anything is read or written. The error reads the same whatever the pool
+  grant first, as it stands in the backend then (a revocation holds for every view, in every
+  process, from its next call on; a call already past its check finishes), and raises
+  :class:`~agent_engine.errors.AccessDeniedError` when the grant does not allow it, before
+  anything is read or written. The error reads the same whatever the pool
   holds, or whether it exists: an agent without a grant learns nothing of a pool, not even
   that an id is in it;
 * **every item records the agent that wrote it** (``ContextItem.agent``), stamped by the
-  view that wrote it, whatever the item said.
+  view that wrote it, whatever the item said, and every journal event a view writes names
+  its agent (``detail["agent"]``): who erased or cleared what is on record too.
 
 Pools are project memory (their items are of the project tier, in their own namespace): they
 are isolated from the project's own memory and from each other as any two scopes are, they
-age, merge near-duplicates and keep their history as project memory does, and they are
-checkpointed, exported and copied with the rest. A context build does not page pools in: an
+keep their history as project memory does, age when compacted (:meth:`Pools.compact`), and
+are checkpointed, exported and copied with the rest. They do not merge near-duplicates by
+default: each agent's write is its own record. A context build does not page pools in: an
 agent reads the pools it needs through its view and passes what it wants into its step.
 """
 
@@ -38,7 +41,7 @@ import attrs
 
 from agent_engine import _validate
 from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
-from agent_engine.errors import AccessDeniedError
+from agent_engine.errors import AccessDeniedError, ValidationError
 from agent_engine.filters import FilterInput
 from agent_engine.memory.backend import MemoryBackend, SearchHit
 from agent_engine.memory.checkpoints import Checkpoint
@@ -46,10 +49,11 @@ from agent_engine.memory.export import RestorePlan
 from agent_engine.memory.grants import Access, Grant, check_agent
 from agent_engine.models import AuditAction, AuditEvent, ContextItem, Tier, utcnow
 from agent_engine.redaction import DEFAULT_REDACTION, RedactionPolicy
+from agent_engine.tiers.aging import CompactionReport
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
-from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
+from agent_engine.tiers.dedup import MergePolicy
 from agent_engine.tiers.scope import pool_namespace, project_namespace
 from agent_engine.tiers.views import View
 
@@ -82,6 +86,8 @@ class Pools:
     One object per project over the backend that holds the pools (project memory's, usually).
     The stores' settings (``clock``, ``conflict_detection``, ``merge``, ``redaction``,
     ``telemetry``) are those of :class:`~agent_engine.tiers.base.TierStore`, for every view.
+    Near-duplicates are not merged by default (``merge=None``): two agents saying the same
+    thing are two records of who said it, and a merge would keep only the first writer.
     """
 
     def __init__(
@@ -91,7 +97,7 @@ class Pools:
         *,
         clock: Callable[[], datetime] = utcnow,
         conflict_detection: ConflictDetection | None = DEFAULT_DETECTION,
-        merge: MergePolicy | None = DEFAULT_MERGE,
+        merge: MergePolicy | None = None,
         redaction: RedactionPolicy | None = DEFAULT_REDACTION,
         telemetry: Telemetry | None = DEFAULT_TELEMETRY,
     ) -> None:
@@ -120,7 +126,7 @@ class Pools:
         """
         namespace = pool_namespace(pool, self.project_id)
         given = Grant(self.realm, namespace, agent, access, by, self.clock())
-        held = self.backend.grants.access(namespace, given.agent)
+        held = self.backend.grants.access(self.realm, namespace, given.agent)
         detail = {
             "agent": given.agent,
             "access": given.access.value,
@@ -136,7 +142,7 @@ class Pools:
         namespace = pool_namespace(pool, self.project_id)
         agent = check_agent(agent)
         by = _validate.identifier("by", by)
-        if self.backend.grants.access(namespace, agent) is None:
+        if self.backend.grants.access(self.realm, namespace, agent) is None:
             return False
         detail = {"agent": agent, "by": by}
         with self._audit.journal(AuditAction.REVOKE, Tier.PROJECT, namespace, (), detail):
@@ -174,11 +180,17 @@ class Pools:
     def _audit(self) -> AuditLog:
         return AuditLog(self.backend.audit, clock=self.clock)
 
-    def _scope(self, pool: str) -> _PoolScope:
+    def compact(self, pool: str, *, dry_run: bool = False) -> CompactionReport:
+        """Age the pool as project memory ages: expired cache entries go to the archive too."""
+        return self._scope(pool).compact(dry_run=dry_run)
+
+    def _scope(self, pool: str, agent: str | None = None) -> _PoolScope:
+        """The pool's store; one an agent writes through journals its writes as the agent's."""
         settings = self._settings
         return _PoolScope(
             self.backend,
             pool_namespace(pool, self.project_id),
+            audit=AuditLog(self.backend.audit, clock=settings.clock, actor=agent),
             clock=settings.clock,
             conflict_detection=settings.conflict_detection,
             merge=settings.merge,
@@ -199,7 +211,7 @@ class PoolMemoryStore:
         self.agent = check_agent(agent)
         self.pool = pool
         self._pools = pools
-        self._store = pools._scope(pool)  # noqa: SLF001 - the pools' own factory
+        self._store = pools._scope(pool, self.agent)  # noqa: SLF001 - the pools' own factory
         self.namespace = self._store.namespace
 
     def __repr__(self) -> str:
@@ -210,7 +222,7 @@ class PoolMemoryStore:
     @property
     def access(self) -> Access | None:
         """The agent's grant on the pool as it stands now (``None``: no access)."""
-        return self._pools.backend.grants.access(self.namespace, self.agent)
+        return self._pools.backend.grants.access(self._pools.realm, self.namespace, self.agent)
 
     def _allow(self, wanted: Access) -> TierStore:
         held = self.access
@@ -225,6 +237,10 @@ class PoolMemoryStore:
         return self._allow(Access.WRITE)
 
     def _signed(self, item: ContextItem) -> ContextItem:
+        if not isinstance(item, ContextItem):
+            raise ValidationError(
+                f"item must be a ContextItem, got {type(item).__name__}", field="item", value=item
+            )
         return item if item.agent == self.agent else attrs.evolve(item, agent=self.agent)
 
     # ------------------------------------------------------------------ reads

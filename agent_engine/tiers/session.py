@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 import attrs
 
+from agent_engine import _validate
 from agent_engine._telemetry import DEFAULT_TELEMETRY, Telemetry
 from agent_engine.errors import ValidationError
 from agent_engine.memory.backend import MemoryBackend
@@ -37,7 +38,8 @@ from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd, end_scope
 from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
-from agent_engine.tiers.scope import session_namespace
+from agent_engine.tiers.quarantine import confirm_candidates
+from agent_engine.tiers.scope import project_namespace, session_namespace
 from agent_engine.tiers.signals import PromotionPreset
 
 __all__ = [
@@ -94,8 +96,7 @@ def extractive_digest(items: Sequence[ContextItem]) -> str:
         if item.fingerprint in seen:
             continue
         seen.add(item.fingerprint)
-        speaker = f"{item.source}: " if item.kind == "message" and item.source else ""
-        lines.append(f"- {speaker}{_first_sentence(item.text)}")
+        lines.append(f"- {_first_sentence(item.text)}")
         if len(lines) == DIGEST_LINES:
             break
     return "\n".join(lines)
@@ -154,11 +155,16 @@ class SessionMemoryStore(TierStore):
         )
 
     def add_message(self, speaker: str, text: str, *, importance: float = 0.5) -> ContextItem:
-        """Record a message of the session's conversation, said by ``speaker``."""
+        """Record a message of the session's conversation, said by ``speaker``.
+
+        Stored as a conversation turn is: ``"<speaker>: <text>"``, the speaker as its source,
+        so the prompt shows who said it (a message is rendered without a kind label).
+        """
+        speaker = _validate.identifier("speaker", speaker)
         return self.add(
             self.new_item(
                 "message",
-                text,
+                f"{speaker}: {_validate.text('text', text)}",
                 importance=importance,
                 tags=("session", "message"),
                 source=speaker,
@@ -192,25 +198,38 @@ class SessionMemoryStore(TierStore):
         preset: PromotionPreset | str | None = None,
         hold: bool = False,
         summarizer: SessionSummarizer | None = extractive_digest,
+        review: timedelta | None = None,
     ) -> SessionEnd:
         """Finalise the session: summarize it, report (and promote) its candidates, clear it.
 
-        ``into`` is the project's store: the summary is kept there as a ``session_summary``
-        candidate (confirmed if read within the quarantine window, like any auto-promoted
-        item), and with ``preset`` the qualifying items are promoted there. ``hold`` keeps
-        the candidates not promoted in the session for review, as a task's end does.
-        ``summarizer``: ``None`` makes no summary. The summary is made before anything is
-        cleared; a summarizer that raises stops the finalisation with nothing changed.
+        In this order, each step only once the one before it succeeded:
+
+        1. the summary is made (``summarizer``; ``None``: none): one that raises, or answers
+           something other than text, stops the finalisation with nothing changed;
+        2. given ``into`` (the session's project store), the summary is kept there as a
+           ``session_summary`` candidate, confirmed if read within its quarantine window;
+        3. with ``preset`` and ``review`` (a quarantine window), the confirmation step runs
+           on the project's earlier candidates (:func:`~agent_engine.tiers.quarantine.
+           confirm_candidates`), as a task's end under a preset does;
+        4. the candidates are reported and, with ``preset``, the qualifying ones promoted into
+           ``into``; ``hold`` keeps the others in the session for review; then the session
+           and its checkpoints are cleared.
         """
-        if into is not None and into.tier is not Tier.PROJECT:
+        if into is not None and (
+            into.tier is not Tier.PROJECT or into.namespace != project_namespace(self.project_id)
+        ):
             raise ValidationError(
-                f"a session is finalised into its project, not into {into.tier.value} memory",
+                f"session {self.session_id!r} is finalised into its project "
+                f"({project_namespace(self.project_id)}), not into {into.namespace}",
                 field="into",
                 value=into.namespace,
             )
         summary = self._summary(summarizer)
-        end = end_scope(self, into=into if preset is not None else None, preset=preset, hold=hold)
         kept = self._keep_summary(into, summary) if into is not None and summary else None
+        reviewed = None
+        if into is not None and preset is not None and review is not None:
+            reviewed = confirm_candidates(into, window=review)
+        end = end_scope(self, into=into if preset is not None else None, preset=preset, hold=hold)
         self._log.info("session_finalised", removed=end.removed, summary=bool(summary))
         return SessionEnd(
             namespace=end.namespace,
@@ -219,7 +238,7 @@ class SessionMemoryStore(TierStore):
             promoted=end.promoted,
             held=end.held,
             preset=end.preset,
-            review=end.review,
+            review=reviewed,
             summary=summary,
             summary_item=kept,
         )

@@ -207,17 +207,13 @@ class MemoryStores:
         with self._lock:
             store = self._sessions.pop(key, None)
         memory = store or self._open_session(session_id, project_id, user_id)
-        project = self.project_store(project_id)
-        review = None
-        if self.promotion is not None:
-            review = confirm_candidates(project, window=self.candidate_window)
-        end = memory.finish(
-            into=project,
+        return memory.finish(
+            into=self.project_store(project_id),
             preset=self.promotion,
             hold=self.hold_candidates,
             summarizer=summarizer,
+            review=self.candidate_window,
         )
-        return attrs.evolve(end, review=review)
 
     def finish_task(self, task: Task | str) -> TaskEnd:
         """Clear a finished task's memory and forget its store; say what became of it.

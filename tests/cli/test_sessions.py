@@ -14,7 +14,7 @@ def run(cli, *args):
 def test_a_session_is_added_to_listed_and_finalised(sql_cli):
     """Each command a process: the session's memory is kept in the store between them."""
     added = run(sql_cli, "memory", "add", "The proxy drops uploads over 1 MB.", "--session", "s1")
-    assert added["tier"] == "session"
+    assert (added["tier"], added["session"]) == ("session", "s1")
     run(sql_cli, "memory", "add", "Releases go out on Tuesdays.")
     listed = run(sql_cli, "memory", "list", "--session", "s1")
     assert [item["text"] for item in listed] == ["The proxy drops uploads over 1 MB."]
@@ -49,3 +49,6 @@ def test_one_scope_at_a_time(sql_cli):
     tiered = sql_cli("memory", "add", "x y z", "--session", "s", "--tier", "global")
     assert tiered.code != 0
     assert "--session and --tier" in tiered.err
+    exported = sql_cli("memory", "export", "-", "--session", "s", "--tier", "global")
+    assert exported.code != 0
+    assert "--session and --tier" in exported.err

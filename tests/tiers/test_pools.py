@@ -6,7 +6,9 @@ backend's, read at every call, so what one view is granted or refused holds for 
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 from datetime import timedelta
 
 import pytest
@@ -16,6 +18,8 @@ from hypothesis import strategies as st
 from agent_engine import (
     AccessDeniedError,
     AuditAction,
+    ExportFileError,
+    InMemoryBackend,
     Tier,
     UnknownAgentError,
     ValidationError,
@@ -99,6 +103,21 @@ class TestAccess:
             with pytest.raises(AccessDeniedError, match="may not write pool 'notes'"):
                 write()
         assert [item.pinned for item in critic.list_all()] == [False]
+
+    def test_the_journal_names_who_wrote_and_agents_are_not_merged(self, backend, clock):
+        """Every event a view writes names its agent; one agent repeating another is kept."""
+        pools = shop(backend, clock)
+        for agent in ("scout", "coder"):
+            pools.grant("notes", agent, Access.WRITE)
+        first = pools.open("notes", "scout").post("The build needs 8 GB of memory.")
+        again = pools.open("notes", "coder").post("The build needs 8 GB of memory.")
+        assert (first.id != again.id, first.agent, again.agent) == (True, "scout", "coder")
+        pools.open("notes", "coder").forget(first.id)
+        written = [e for e in pools.journal("notes") if e.action is not AuditAction.GRANT]
+        assert [(e.action, e.detail["agent"]) for e in written][:2] == [
+            (AuditAction.ERASE, "coder"),
+            (AuditAction.ADD, "coder"),
+        ]
 
     def test_every_item_records_its_writer(self, backend, clock):
         """The view stamps its agent on what it writes, whatever the item said."""
@@ -215,12 +234,53 @@ class TestSnapshots:
         report = export_store(backend, out, namespace=pool_namespace("notes", "shop"))
         assert (report.items, report.agents, report.grants) == (1, 2, 2)
         target = open_backend("memory", None)
-        for _ in range(2):
-            import_store(target, io.StringIO(out.getvalue()))
+        first = import_store(target, io.StringIO(out.getvalue()), grants=True)
+        again = import_store(target, io.StringIO(out.getvalue()), grants=True)
+        assert (first.agents, first.grants, again.agents, again.grants) == (2, 2, 0, 0)
         moved = Pools(target, "shop", clock=clock)
         assert moved.agents() == ["critic", "scout"]
         assert moved.grants("notes") == pools.grants("notes")
         assert [i.agent for i in moved.open("notes", "critic").list_all()] == ["scout"]
+        granted = [e for e in moved.journal("notes") if e.action is AuditAction.GRANT]
+        by_import = sorted(e.detail["agent"] for e in granted if e.detail["by"] == "import")
+        assert by_import == ["critic", "scout"]  # beside the source's own journal, imported
+
+    def test_an_import_never_gives_back_a_revoked_grant(self, backend, clock):
+        """Grants come from a file only when asked, and never replace or restore the target's."""
+        pools = shop(backend, clock)
+        pools.grant("notes", "scout", Access.WRITE)
+        pools.grant("notes", "critic", Access.READ)
+        out = io.StringIO()
+        export_store(backend, out, namespace=pool_namespace("notes", "shop"))
+        pools.revoke("notes", "critic")
+        pools.grant("notes", "scout", Access.READ)
+        assert import_store(backend, io.StringIO(out.getvalue())).grants == 0
+        assert [(g.agent, g.access) for g in pools.grants("notes")] == [("scout", Access.READ)]
+        # Asked for, a grant is added where the agent has none: the revoked one comes back only
+        # because nothing in the target now says otherwise, and it is journaled as the import's.
+        report = import_store(backend, io.StringIO(out.getvalue()), grants=True)
+        assert report.grants == 1
+        assert [(g.agent, g.access) for g in pools.grants("notes")] == [
+            ("critic", Access.READ),
+            ("scout", Access.READ),
+        ]
+        assert pools.journal("notes")[0].detail["by"] == "import"
+
+    def test_a_grant_to_an_agent_no_one_registered_refuses_the_import(self, backend, clock):
+        """Checked before anything is written: no item, agent or grant arrives."""
+        pools = shop(backend, clock)
+        pools.grant("notes", "scout", Access.WRITE)
+        pools.open("notes", "scout").post("A note.")
+        lines = io.StringIO()
+        export_store(backend, lines, namespace=pool_namespace("notes", "shop"))
+        # The grant names an agent the file's agent records do not.
+        text = lines.getvalue().replace(
+            '"agent":"scout","granted_at"', '"agent":"ghost","granted_at"'
+        )
+        target = Pools(InMemoryBackend(), "shop", clock=clock)
+        with pytest.raises(ExportFileError, match="ghost"):
+            import_store(target.backend, io.StringIO(_resealed(text)), grants=True)
+        assert (target.backend.count(), target.agents(), target.grants("notes")) == (0, [], [])
 
     def test_a_rollback_leaves_the_grants_alone(self, backend, clock):
         """Grants are access rules, not memory: rolling a pool back never undoes a revocation."""
@@ -234,3 +294,11 @@ class TestSnapshots:
         assert pools.checkpoints("notes") == [saved]
         assert pools.open("notes", "scout").count() == 0
         assert [g.agent for g in pools.grants("notes")] == ["scout"]
+
+
+def _resealed(text: str) -> str:
+    """A file whose lines were changed and whose end record was rewritten to match them."""
+    lines = text.splitlines(keepends=True)
+    end = json.loads(lines[-1])
+    end["sha256"] = hashlib.sha256("".join(lines[:-1]).encode("utf-8")).hexdigest()
+    return "".join(lines[:-1]) + json.dumps(end) + "\n"

@@ -6,6 +6,8 @@ of the session tier in their own namespace, kept by the store like any other sco
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from agent_engine import (
@@ -79,7 +81,7 @@ class TestStores:
         stores.session_of(IN_SESSION).add_message("user", "Call me Sam, and keep it brief.")
         later = Task(id="t9", project_id="p", user_id="u", session_id="s")
         assert [item.text for item in stores.for_task(later)[Tier.SESSION].list_all()] == [
-            "Call me Sam, and keep it brief."
+            "user: Call me Sam, and keep it brief."
         ]
 
     def test_session_memory_outlives_the_process(self, backend, clock):
@@ -96,6 +98,21 @@ class TestBudget:
         named = TierShares(0.5, 0.2, 0.2, session=0.1)
         assert named.with_session() is named
         assert TierShares(0.0, 0.0, 1.0).with_session().session == 0.0
+
+    def test_a_session_never_turns_the_task_off(self):
+        """Each of task and project gives a quarter of its share, however small it is."""
+        small = TierShares(0.1, 0.1, 0.8).with_session()
+        assert small == TierShares(0.075, 0.075, 0.8, session=0.05)
+
+    def test_a_request_without_the_session_keeps_the_whole_split(self, backend, clock):
+        """A request whose tiers leave the session out gives it nothing to take from."""
+        assembler = ContextAssembler(stores_over(backend, clock))
+        request = ContextRequest(budget_tokens=1000, tiers=[Tier.TASK, Tier.PROJECT, Tier.GLOBAL])
+        package = assembler.build_context(IN_SESSION, request)
+        allocated = {usage.tier: usage.allocated for usage in package.usage}
+        assert allocated == {Tier.GLOBAL: 200, Tier.PROJECT: 400, Tier.SESSION: 0, Tier.TASK: 400}
+        alone = assembler.build_context(ALONE, ContextRequest(budget_tokens=1000))
+        assert alone.usage_of(Tier.SESSION).allocated == 0
 
     def test_shares_sum_with_the_session(self):
         """A session share counts in the sum: four shares that miss 1 are refused."""
@@ -241,15 +258,34 @@ class TestFinalisation:
         with pytest.raises(ValidationError, match="task -> session -> project"):
             promote(session, stores.global_store("u"), into_session.item.id)
 
-    def test_finalising_into_another_tier_is_refused(self, backend, clock):
-        """A session is finalised into its project only."""
+    @pytest.mark.parametrize("into", ["global", "another-project"])
+    def test_finalising_into_another_scope_is_refused(self, backend, clock, into):
+        """A session is finalised into its own project only."""
         stores = stores_over(backend, clock)
         session = stores.session_store("s", "p", "u")
         session.add_finding("Keep the cache warm.")
+        target = stores.global_store("u") if into == "global" else stores.project_store("q")
         with pytest.raises(ValidationError, match="into its project") as caught:
-            session.finish(into=stores.global_store("u"))
+            session.finish(into=target)
         assert caught.value.field == "into"
         assert session.count() == 1
+
+    def test_a_failing_summarizer_leaves_the_project_candidates_alone(self, backend, clock):
+        """Under a preset, the confirmation step runs only once the summary is made and kept."""
+        stores = stores_over(backend, clock, promotion="balanced", candidate_window=timedelta(0))
+        project = stores.project_store("p")
+        waiting = project.add(project.new_item("note", "An old candidate.", status="candidate"))
+        stores.session_store("s", "p", "u").add_finding("Keep the cache warm.")
+
+        def failing(_items):
+            raise RuntimeError("the model is down")
+
+        with pytest.raises(RuntimeError):
+            stores.finish_session("s", "p", "u", summarizer=failing)
+        assert project.get(waiting.id) == waiting
+        end = ContextAssembler(stores).finish_session("s", "p", "u", summarizer=None)
+        assert (end.summary_item, end.removed) == (None, 1)
+        assert end.review is not None
 
 
 def test_extractive_digest_is_bounded_and_ranked(clock):

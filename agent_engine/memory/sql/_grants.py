@@ -110,10 +110,12 @@ class SQLGrantStore:
 
         return self._write(work)
 
-    def access(self, pool: str, agent: str) -> Access | None:
-        """What ``agent`` may do with ``pool``."""
-        pool, agent = check_pool(pool), check_agent(agent)
-        query = sa.select(grants.c.access).where(grants.c.pool == pool, grants.c.agent == agent)
+    def access(self, realm: str, pool: str, agent: str) -> Access | None:
+        """What ``agent`` of ``realm`` may do with ``pool``."""
+        realm, pool, agent = check_realm(realm), check_pool(pool), check_agent(agent)
+        query = sa.select(grants.c.access).where(
+            grants.c.pool == pool, grants.c.agent == agent, grants.c.realm == realm
+        )
         found = self._read(lambda connection: connection.execute(query).scalar())
         return None if found is None else Access(found)
 
