@@ -730,19 +730,22 @@ def _new_grants(target: MemoryBackend, parsed: _Parsed) -> list[Grant]:
     A grant's agent must be registered in its realm by the file or by the target already.
     """
     registered = set(parsed.agents)
+    realms = {grant.realm for grant in parsed.grants}
+    registered |= {(realm, agent) for realm in realms for agent in target.grants.agents(realm)}
+    held = {
+        pool: {grant.agent for grant in target.grants.of_pool(pool)}
+        for pool in {grant.pool for grant in parsed.grants}
+    }
     new: list[Grant] = []
     for grant in parsed.grants:
-        known = (grant.realm, grant.agent) in registered or grant.agent in target.grants.agents(
-            grant.realm
-        )
-        if not known:
+        if (grant.realm, grant.agent) not in registered:
             raise ExportFileError(
                 f"a grant on {grant.pool} names agent {grant.agent!r}, whom neither the file nor "
                 f"the target registered in {grant.realm}; nothing was imported",
                 field="grant",
                 value=grant.agent,
             )
-        if all(held.agent != grant.agent for held in target.grants.of_pool(grant.pool)):
+        if grant.agent not in held[grant.pool]:
             new.append(grant)
     return new
 

@@ -95,63 +95,67 @@ def global_namespace(user_id: str) -> str:
     return _namespace("user_id", "global:" + _part("user_id", user_id))
 
 
-def _owned(prefix: str, field: str, own_id: str, project_id: str, user_id: str) -> str:
-    """A namespace owned by a project and a user: the prefix, then the three ids, escaped."""
-    parts = (
-        _part("project_id", project_id),
-        _part("user_id", user_id),
-        _part(field, own_id),
-    )
-    return _namespace(field, prefix + ":".join(_escape(p, ":") for p in parts))
+def _owned(prefix: str, field: str, *parts: tuple[str, str]) -> str:
+    """A namespace of ``prefix`` and the ids it is built from (``(field, id)``), escaped.
+
+    ``field`` names the scope's own id, which an over-long namespace is reported under.
+    """
+    checked = (_escape(_part(name, value), ":") for name, value in parts)
+    return _namespace(field, prefix + ":".join(checked))
 
 
-def _parse_owned(prefix: str, namespace: str) -> tuple[str, str, str] | None:
+def _parse_owned(prefix: str, namespace: str, count: int) -> tuple[str, ...] | None:
     if not namespace.startswith(prefix):
         return None
     parts = namespace.removeprefix(prefix).split(":")
-    if len(parts) != 3:  # noqa: PLR2004 - project, user, own id
-        return None
-    project, user, own = (_unescape(part) for part in parts)
-    return project, user, own
+    return tuple(_unescape(part) for part in parts) if len(parts) == count else None
 
 
 def task_namespace(task_id: str, project_id: str = "default", user_id: str = "default") -> str:
     """The namespace of a task's memory: its project, its user and its id, each escaped."""
-    return _owned(_TASK_PREFIX, "task_id", task_id, project_id, user_id)
+    return _owned(
+        _TASK_PREFIX,
+        "task_id",
+        ("project_id", project_id),
+        ("user_id", user_id),
+        ("task_id", task_id),
+    )
 
 
 def parse_task_namespace(namespace: str) -> tuple[str, str, str] | None:
     """The (project, user, task) ids a task namespace was built from, or ``None``."""
-    return _parse_owned(_TASK_PREFIX, namespace)
+    found = _parse_owned(_TASK_PREFIX, namespace, 3)
+    return None if found is None else (found[0], found[1], found[2])
 
 
 def session_namespace(
     session_id: str, project_id: str = "default", user_id: str = "default"
 ) -> str:
     """The namespace of a session's memory: its project, its user and its id, each escaped."""
-    return _owned(_SESSION_PREFIX, "session_id", session_id, project_id, user_id)
+    return _owned(
+        _SESSION_PREFIX,
+        "session_id",
+        ("project_id", project_id),
+        ("user_id", user_id),
+        ("session_id", session_id),
+    )
 
 
 def parse_session_namespace(namespace: str) -> tuple[str, str, str] | None:
     """The (project, user, session) ids a session namespace was built from, or ``None``."""
-    return _parse_owned(_SESSION_PREFIX, namespace)
+    found = _parse_owned(_SESSION_PREFIX, namespace, 3)
+    return None if found is None else (found[0], found[1], found[2])
 
 
 def pool_namespace(pool: str, project_id: str = "default") -> str:
     """The namespace of a project's shared pool: its project and its name, each escaped."""
-    parts = (_part("project_id", project_id), _part("pool", pool))
-    return _namespace("pool", _POOL_PREFIX + ":".join(_escape(p, ":") for p in parts))
+    return _owned(_POOL_PREFIX, "pool", ("project_id", project_id), ("pool", pool))
 
 
 def parse_pool_namespace(namespace: str) -> tuple[str, str] | None:
     """The (project, pool) a pool namespace was built from, or ``None``."""
-    if not namespace.startswith(_POOL_PREFIX):
-        return None
-    parts = namespace.removeprefix(_POOL_PREFIX).split(":")
-    if len(parts) != 2:  # noqa: PLR2004 - project, pool
-        return None
-    project, pool = (_unescape(part) for part in parts)
-    return project, pool
+    found = _parse_owned(_POOL_PREFIX, namespace, 2)
+    return None if found is None else (found[0], found[1])
 
 
 def id_prefix(namespace: str) -> str:

@@ -231,17 +231,8 @@ class SessionMemoryStore(TierStore):
             reviewed = confirm_candidates(into, window=review)
         end = end_scope(self, into=into if preset is not None else None, preset=preset, hold=hold)
         self._log.info("session_finalised", removed=end.removed, summary=bool(summary))
-        return SessionEnd(
-            namespace=end.namespace,
-            removed=end.removed,
-            candidates=end.candidates,
-            promoted=end.promoted,
-            held=end.held,
-            preset=end.preset,
-            review=reviewed,
-            summary=summary,
-            summary_item=kept,
-        )
+        ended = attrs.asdict(end, recurse=False)
+        return SessionEnd(**{**ended, "review": reviewed}, summary=summary, summary_item=kept)
 
     def _summary(self, summarizer: SessionSummarizer | None) -> str:
         if summarizer is None:
