@@ -8,9 +8,9 @@ values its primitives and searches return, the journal it keeps
 (:class:`AliasStore`, :class:`InMemoryAliasStore`), the checkpoints it saves
 (:class:`CheckpointStore`, :class:`InMemoryCheckpointStore`, :class:`Checkpoint`), the agents
 and pool grants it keeps (:class:`GrantStore`, :class:`InMemoryGrantStore`, :class:`Grant`,
-:class:`Access`), and the
-registry it joins (:func:`register_backend`) so the CLI opens it by URL and the cost benchmark
-measures it.
+:class:`Access`), the forks of its scopes (:class:`LineageStore`,
+:class:`InMemoryLineageStore`, :class:`Fork`), and the registry it joins
+(:func:`register_backend`) so the CLI opens it by URL and the cost benchmark measures it.
 The conformance suite that checks it is
 :class:`agent_engine.testing.BackendConformance`. ``SQLAlchemyBackend`` and ``RedisBackend``
 load on first use, so importing this package leaves SQLAlchemy and the Redis client unloaded.
@@ -56,6 +56,7 @@ from agent_engine.memory.faiss import FaissBackend
 from agent_engine.memory.faiss import set_default_store as _set_default_store
 from agent_engine.memory.grants import Access, Grant, GrantStore, InMemoryGrantStore
 from agent_engine.memory.inmemory import InMemoryBackend
+from agent_engine.memory.lineage import Fork, InMemoryLineageStore, LineageStore
 from agent_engine.memory.registry import (
     Backend,
     Configuration,
@@ -98,6 +99,7 @@ __all__ = [
     "EXPORT_VERSION",
     "ExportReport",
     "FaissBackend",
+    "Fork",
     "Grant",
     "GrantStore",
     "ImportReport",
@@ -107,6 +109,8 @@ __all__ = [
     "InMemoryCheckpointStore",
     "InMemoryConflictStore",
     "InMemoryGrantStore",
+    "InMemoryLineageStore",
+    "LineageStore",
     "MemoryBackend",
     "OpenOptions",
     "RedisBackend",

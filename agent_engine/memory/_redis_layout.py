@@ -19,6 +19,9 @@ Per store:
 * ``r:<realm>``: a project's registered agents, and ``realms``: the projects with any;
   ``g:<pool>``: a pool's grants by agent, and ``granted``: the pools with any (access rules,
   not memory: no expiry takes them);
+* ``forks``: every fork record as JSON, by ``<tier>:<namespace>``; ``f:<tier>:<namespace>``:
+  the namespaces of a scope's attached forks; ``h:<tier>:<namespace>``: an attached fork's
+  hidden item ids (lineage, not memory: no expiry takes them);
 * ``namespaces``: every live namespace, scored by when it expires (an unscoped read visits
   each; writes drop the names whose time is long past);
 * ``meta``: the recorded embedder and a re-embedding under way.
@@ -143,6 +146,23 @@ class Keys:
     def grants(self, pool: str) -> str:
         """The hash of a pool's grants (agent: the grant as JSON)."""
         return f"{self.prefix}g:{pool}"
+
+    def fork_field(self, namespace: str, tier: str) -> str:
+        """A scope's field in the :attr:`forks` hash."""
+        return f"{tier}:{namespace}"
+
+    def fork_children(self, namespace: str, tier: str) -> str:
+        """The set of the namespaces of a scope's attached forks."""
+        return f"{self.prefix}f:{tier}:{namespace}"
+
+    def fork_hidden(self, namespace: str, tier: str) -> str:
+        """The set of an attached fork's hidden item ids."""
+        return f"{self.prefix}h:{tier}:{namespace}"
+
+    @property
+    def forks(self) -> str:
+        """The hash of every fork record (``<tier>:<namespace>``: the record as JSON)."""
+        return f"{self.prefix}forks"
 
     @property
     def realms(self) -> str:

@@ -62,6 +62,7 @@ from agent_engine.memory.audit import (
 from agent_engine.memory.checkpoints import NO_CHECKPOINT_STORE, CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.grants import NO_GRANT_STORE, GrantStore
+from agent_engine.memory.lineage import NO_LINEAGE_STORE, LineageStore
 from agent_engine.models import (
     ArchiveReason,
     ContextItem,
@@ -196,6 +197,11 @@ class MemoryBackend(Protocol):
         ...
 
     @property
+    def lineage(self) -> LineageStore:
+        """The forks of its scopes and what each no longer sees (kept with the items)."""
+        ...
+
+    @property
     def embedder(self) -> Embedder | None:
         """What embeds items stored without a vector, and text queries (``None``: vectors only)."""
         ...
@@ -243,8 +249,9 @@ class MemoryBackend(Protocol):
         ids (``docs/backends.md`` says what each backend's server or file system may keep).
         Each id is replaced wherever the backend still names it (its audit journal, the
         provenance of items promoted from it) by its token: ``tokens[id]``, or a fresh
-        :func:`~agent_engine.memory.audit.erasure_token`. Erasing an unknown id is not an
-        error, and still redacts it.
+        :func:`~agent_engine.memory.audit.erasure_token`. The checkpoints that hold the items
+        are deleted, and no fork keeps their ids hidden (an erased item no longer exists).
+        Erasing an unknown id is not an error, and still redacts it.
         """
         ...
 
@@ -401,8 +408,9 @@ class BaseBackend(abc.ABC):
     ones each write committed. The constructor sets ``_audit_store``, the journal kept with
     the items (see :attr:`audit`), ``_conflict_store``, the conflicts recorded between
     them (see :attr:`conflicts`), and may set ``_alias_store``, ``_checkpoint_store`` and
-    ``_grant_store``, the aliases, checkpoints and pool grants (see :attr:`aliases`,
-    :attr:`checkpoints` and :attr:`grants`; without them a backend has none and keeps none).
+    ``_grant_store`` and ``_lineage_store``, the aliases, checkpoints, pool grants and forks
+    (see :attr:`aliases`, :attr:`checkpoints`, :attr:`grants` and :attr:`lineage`; without
+    them a backend has none and keeps none).
     :meth:`reembed` needs three more steps (``_reembed_begin``, ``_reembed_write``,
     ``_reembed_finish``), which a backend implements to support it.
     """
@@ -416,6 +424,7 @@ class BaseBackend(abc.ABC):
     _alias_store: AliasStore | None = None
     _checkpoint_store: CheckpointStore | None = None
     _grant_store: GrantStore | None = None
+    _lineage_store: LineageStore | None = None
 
     @property
     def audit(self) -> AuditStore:
@@ -475,6 +484,16 @@ class BaseBackend(abc.ABC):
         registering or granting raises :class:`~agent_engine.errors.BackendError`).
         """
         return self._grant_store if self._grant_store is not None else NO_GRANT_STORE
+
+    @property
+    def lineage(self) -> LineageStore:
+        """The forks of the scopes (``_lineage_store``): see :mod:`agent_engine.memory.lineage`.
+
+        Set as the alias store is, and as optional: a backend that set none has
+        :data:`~agent_engine.memory.lineage.NO_LINEAGE_STORE` (no forks, and forking raises
+        :class:`~agent_engine.errors.BackendError`).
+        """
+        return self._lineage_store if self._lineage_store is not None else NO_LINEAGE_STORE
 
     @property
     def remote(self) -> bool:
@@ -687,8 +706,10 @@ class BaseBackend(abc.ABC):
             return 0
         written = self._erase(ids, {i: given.get(i) or erasure_token(i) for i in ids})
         self._lexical_removed(ids, written)
-        # A saved state naming an erased memory would keep its text: it goes too.
+        # A saved state naming an erased memory would keep its text: it goes too. A fork's
+        # hidden ids would keep the id, and no fork needs hidden what no longer exists.
         self.checkpoints.drop_holding(ids)
+        self.lineage.unhide(ids)
         self._flush_erased()
         return written.count
 

@@ -13,16 +13,17 @@ MemoryBackend` protocol, so any registered backend is a source or a target:
   its two ids: both items are in the target by then, and no conflict is recorded twice.
 * **The journal** is copied next, newest page first; every event keeps its id and time, and
   every journal orders by ``(time, id)``, so the target lists the events in the same order.
-* **Aliases**, **checkpoints** and **pool grants** last: each term with all its expansions in
-  one write, each checkpoint with its saved state, oldest first, each project's agents before
-  the grants that name them.
+* **Aliases**, **checkpoints**, **pool grants** and **forks** last: each term with all its
+  expansions in one write, each checkpoint with its saved state, oldest first, each project's
+  agents before the grants that name them, each fork's record (detached ones stay detached)
+  before the ids it hides.
 
 The copy refuses, before it writes anything, a target that holds items (two memories mixed
 are no longer either one), the source itself, and a target whose vectors (or embedder) are
 another embedder's. At the end it counts both sides (items per namespace and tier and per
-lifecycle state, events, conflicts, alias expansions, checkpoints, agents, grants) and raises
-:class:`~agent_engine.errors.CopyIncompleteError` when they differ; the source is only read,
-so it is untouched whatever happens.
+lifecycle state, events, conflicts, alias expansions, checkpoints, agents, grants, forks and
+the ids they hide) and raises :class:`~agent_engine.errors.CopyIncompleteError` when they
+differ; the source is only read, so it is untouched whatever happens.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ class CopyReport:
     """Registered agents, over every project."""
     grants: int = 0
     """Pool grants, over every pool."""
+    forks: int = 0
+    """Fork records, attached or detached, over every tier."""
 
 
 def copy_store(
@@ -201,6 +204,13 @@ def _check_target(source: MemoryBackend, target: MemoryBackend) -> EmbedderIdent
             target=repr(target),
             count=0,
         )
+    if target.lineage.all():
+        # Recording the source's forks would find some scopes taken, half-way through.
+        raise StoreNotEmptyError(
+            f"{target!r} holds no items but forks: copy into a new, empty store",
+            target=repr(target),
+            count=0,
+        )
     aliased = target.aliases.namespaces()
     if aliased:
         raise StoreNotEmptyError(
@@ -289,11 +299,14 @@ class _Counts:
     checkpoints: int
     agents: int
     grants: int
+    forks: int
+    hidden: int
     scopes: Mapping[tuple[str, Tier], int]
     states: Mapping[str, int]
 
 
 def _counts(store: MemoryBackend, scopes: set[tuple[str, Tier]]) -> _Counts:
+    forks = store.lineage.all()
     return _Counts(
         items=store.count(),
         events=store.audit.count(),
@@ -309,6 +322,8 @@ def _counts(store: MemoryBackend, scopes: set[tuple[str, Tier]]) -> _Counts:
         checkpoints=len(store.checkpoints.all()),
         agents=sum(len(store.grants.agents(realm)) for realm in store.grants.realms()),
         grants=sum(len(store.grants.of_pool(pool)) for pool in store.grants.pools()),
+        forks=len(forks),
+        hidden=sum(len(store.lineage.hidden(fork.namespace, fork.tier)) for fork in forks),
         scopes={
             (namespace, tier): store.count({"namespace": namespace, "tier": tier.value})
             for namespace, tier in sorted(scopes)
@@ -318,7 +333,7 @@ def _counts(store: MemoryBackend, scopes: set[tuple[str, Tier]]) -> _Counts:
 
 
 def _copy_beside(source: MemoryBackend, target: MemoryBackend) -> None:
-    """What the stores keep beside the items: aliases, checkpoints, agents and grants."""
+    """What the stores keep beside the items: aliases, checkpoints, agents, grants, forks."""
     for namespace in source.aliases.namespaces():
         for term, expansions in source.aliases.of_namespace(namespace).items():
             target.aliases.add(namespace, term, expansions)
@@ -332,6 +347,16 @@ def _copy_beside(source: MemoryBackend, target: MemoryBackend) -> None:
     for pool in source.grants.pools():
         for grant in source.grants.of_pool(pool):
             target.grants.grant(grant)
+    _copy_forks(source, target)
+
+
+def _copy_forks(source: MemoryBackend, target: MemoryBackend) -> None:
+    """Each fork's record as it is (a detached one stays detached), then the ids it hides."""
+    for fork in source.lineage.all():
+        target.lineage.record(fork)
+        hidden = source.lineage.hidden(fork.namespace, fork.tier)
+        if hidden:
+            target.lineage.hide(fork.namespace, fork.tier, sorted(hidden))
 
 
 def _verify(
@@ -353,6 +378,8 @@ def _verify(
             ("checkpoints", before.checkpoints, after.checkpoints),
             ("agents", before.agents, after.agents),
             ("grants", before.grants, after.grants),
+            ("forks", before.forks, after.forks),
+            ("hidden ids of forks", before.hidden, after.hidden),
             *(
                 (f"items of {namespace}/{tier.value}", count, after.scopes[namespace, tier])
                 for (namespace, tier), count in before.scopes.items()
@@ -382,4 +409,5 @@ def _verify(
         verified=True,
         agents=after.agents,
         grants=after.grants,
+        forks=after.forks,
     )

@@ -77,6 +77,7 @@ from agent_engine.memory.backend import (
 from agent_engine.memory.checkpoints import CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.grants import GrantStore
+from agent_engine.memory.lineage import LineageStore
 from agent_engine.models import ArchiveReason, ContextItem, Vector
 from agent_engine.retrieval.lexical import LexicalScope
 
@@ -202,6 +203,11 @@ class FaissBackend(BaseBackend):
     def grants(self) -> GrantStore:
         """The record store's agents and grants: they persist where the items do."""
         return self.store.grants
+
+    @property
+    def lineage(self) -> LineageStore:
+        """The record store's forks: they persist where the items do."""
+        return self.store.lineage
 
     # ------------------------------------------------------------------ opening & saving
 

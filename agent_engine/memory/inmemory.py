@@ -39,6 +39,7 @@ from agent_engine.memory.backend import (
 from agent_engine.memory.checkpoints import InMemoryCheckpointStore
 from agent_engine.memory.conflicts import InMemoryConflictStore
 from agent_engine.memory.grants import InMemoryGrantStore
+from agent_engine.memory.lineage import InMemoryLineageStore
 from agent_engine.models import ArchiveReason, ContextItem, Vector, with_archive_mark
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class InMemoryBackend(BaseBackend):
         self._alias_store = InMemoryAliasStore(self._lock)
         self._checkpoint_store = InMemoryCheckpointStore(self._lock)
         self._grant_store = InMemoryGrantStore(self._lock)
+        self._lineage_store = InMemoryLineageStore(self._lock)
         # Ids by value of the fields exact lookups name (see _INDEXED), so such a query
         # scans the few items of that value, not the store.
         self._indexes: dict[str, dict[str, dict[str, None]]] = {f: {} for f in _INDEXED}

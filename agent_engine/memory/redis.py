@@ -62,6 +62,7 @@ from agent_engine.memory._redis_layout import (
     now_ms,
     queue_namespace,
 )
+from agent_engine.memory._redis_lineage import RedisLineageStore
 from agent_engine.memory.backend import (
     REEMBED_COMMAND,
     AsyncReads,
@@ -175,6 +176,7 @@ class RedisBackend(BaseBackend):
         self._alias_store = RedisAliasStore(self._runner, self._keys)
         self._checkpoint_store = RedisCheckpointStore(self._runner, self._keys)
         self._grant_store = RedisGrantStore(self._runner, self._keys)
+        self._lineage_store = RedisLineageStore(self._runner, self._keys)
         try:
             meta = self._runner.read(self._read_meta)
             if meta.reembedding is not None:

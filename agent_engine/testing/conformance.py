@@ -46,8 +46,10 @@ from agent_engine.memory.backend import MemoryBackend, embedding_text
 from agent_engine.memory.checkpoints import Checkpoint
 from agent_engine.memory.conflicts import Conflict, ConflictType
 from agent_engine.memory.grants import Access, Grant
+from agent_engine.memory.lineage import Fork
 from agent_engine.models import (
     MAX_COUNT,
+    MAX_ITEM_ID_LENGTH,
     ArchiveReason,
     AuditAction,
     AuditEvent,
@@ -1890,6 +1892,247 @@ class BackendConformance:
                 bad()
             assert info.value.field == field
         assert (store.realms(), store.pools()) == ([], [])
+
+    # ------------------------------------------------------------------ lineage
+
+    def test_lineage_round_trip(self, backend: MemoryBackend) -> None:
+        """A fork record comes back whole; a scope lists its attached forks, by namespace.
+
+        If this fails, check the record's conversion (its time to the microsecond, the tier,
+        ``detached``), that ``children`` leaves out detached forks and other tiers' forks,
+        and that ``all`` orders by tier, then namespace.
+        """
+        store = backend.lineage
+        later = Fork(
+            namespace="ns-0.b",
+            tier=Tier.TASK,
+            parent="ns-0",
+            forked_at=T0 + timedelta(seconds=1, microseconds=250),
+            checkpoint="cp-1",
+        )
+        earlier = Fork(namespace="ns-0.a", tier=Tier.TASK, parent="ns-0", forked_at=T0)
+        detached = Fork(
+            namespace="ns-0.c", tier=Tier.TASK, parent="ns-0", forked_at=T0, detached=True
+        )
+        session = Fork(namespace="ns-0.a", tier=Tier.SESSION, parent="ns-0", forked_at=T0)
+        for fork in (later, earlier, detached, session):
+            store.record(fork)
+        assert store.get("ns-0.b", Tier.TASK) == later
+        assert store.get("ns-0.c", Tier.TASK) == detached
+        assert store.get("ns-0", Tier.TASK) is None
+        assert store.get("ns-0.b", Tier.SESSION) is None
+        assert store.children("ns-0", Tier.TASK) == [earlier, later]
+        assert store.children("ns-0", Tier.SESSION) == [session]
+        assert store.children("ns-0", Tier.PROJECT) == []
+        assert store.children("ns-0.a", Tier.TASK) == []
+        assert store.all() == [session, earlier, later, detached]
+
+    def test_lineage_detach(self, backend: MemoryBackend) -> None:
+        """Detaching once says True and forgets the hidden ids; again, or unknown, says False.
+
+        If this fails, check that the flag and the hidden ids change in one write, and that a
+        detached fork is kept (the record is the lineage) but no longer a child.
+        """
+        store = backend.lineage
+        fork = Fork(namespace="ns-0.a", tier=Tier.TASK, parent="ns-0", forked_at=T0)
+        store.record(fork)
+        store.hide("ns-0.a", Tier.TASK, ["item-00001", "item-00002"])
+        assert store.detach("ns-0.a", Tier.TASK) is True
+        assert store.get("ns-0.a", Tier.TASK) == attrs.evolve(fork, detached=True)
+        assert store.hidden("ns-0.a", Tier.TASK) == frozenset()
+        assert store.children("ns-0", Tier.TASK) == []
+        assert store.detach("ns-0.a", Tier.TASK) is False
+        assert store.detach("ns-9", Tier.TASK) is False
+        assert store.all() == [attrs.evolve(fork, detached=True)]
+
+    def test_lineage_hide(self, backend: MemoryBackend) -> None:
+        """Hidden ids accumulate, each once, on attached forks only; unknown scopes keep none.
+
+        If this fails, check that an id hidden twice is kept once (an upsert), that ids are
+        written in batches (a fork may hide thousands), and that ``hide`` reads whether the
+        fork is attached in the same write.
+        """
+        store = backend.lineage
+        store.record(Fork(namespace="ns-0.a", tier=Tier.TASK, parent="ns-0", forked_at=T0))
+        store.hide("ns-0.a", Tier.TASK, ["item-00001", "item-00002", "item-00001"])
+        store.hide("ns-0.a", Tier.TASK, ["item-00002", "item-00003"])
+        store.hide("ns-0.a", Tier.TASK, [])
+        assert store.hidden("ns-0.a", Tier.TASK) == {"item-00001", "item-00002", "item-00003"}
+        many = [f"item-{n:05d}" for n in range(1200)]
+        store.hide("ns-0.a", Tier.TASK, many)
+        assert store.hidden("ns-0.a", Tier.TASK) == frozenset(many)
+        store.hide("ns-9", Tier.TASK, ["item-00001"])
+        assert store.hidden("ns-9", Tier.TASK) == frozenset()
+        store.record(Fork(namespace="ns-9", tier=Tier.TASK, parent="ns-0", forked_at=T0))
+        assert store.hidden("ns-9", Tier.TASK) == frozenset()
+        store.record(
+            Fork(namespace="ns-8", tier=Tier.TASK, parent="ns-0", forked_at=T0, detached=True)
+        )
+        store.hide("ns-8", Tier.TASK, ["item-00001"])
+        assert store.hidden("ns-8", Tier.TASK) == frozenset()
+
+    def test_lineage_hides_ids_as_long_as_item_ids(self, backend: MemoryBackend) -> None:
+        """A hidden id may be as long as an item's id (1024 characters), and no longer.
+
+        If this fails, check that ``check_hidden`` takes ``MAX_ITEM_ID_LENGTH`` (not the
+        255 of other identifiers) and that the hidden id's column or key holds that much.
+        """
+        store = backend.lineage
+        store.record(Fork(namespace="ns-0.a", tier=Tier.TASK, parent="ns-0", forked_at=T0))
+        longest = "i" * MAX_ITEM_ID_LENGTH
+        store.hide("ns-0.a", Tier.TASK, [longest])
+        assert store.hidden("ns-0.a", Tier.TASK) == {longest}
+        with pytest.raises(ValidationError) as info:
+            store.hide("ns-0.a", Tier.TASK, [longest + "i"])
+        assert info.value.field == "item_ids"
+        assert store.hidden("ns-0.a", Tier.TASK) == {longest}
+
+    def test_lineage_unhide(self, backend: MemoryBackend) -> None:
+        """Unhiding forgets the ids in every fork that hid them and counts the entries that went.
+
+        If this fails, check that ``unhide`` visits every attached fork of every scope and
+        tier (not one fork's), leaves the other ids, and deletes in batches (an erase may
+        name thousands of ids).
+        """
+        store = backend.lineage
+        for namespace, tier in (
+            ("ns-0.a", Tier.TASK),
+            ("ns-0.b", Tier.TASK),
+            ("ns-0.a", Tier.SESSION),
+        ):
+            store.record(Fork(namespace=namespace, tier=tier, parent="ns-0", forked_at=T0))
+        store.hide("ns-0.a", Tier.TASK, ["item-00001", "item-00002"])
+        store.hide("ns-0.b", Tier.TASK, ["item-00001", "item-00003"])
+        store.hide("ns-0.a", Tier.SESSION, ["item-00001"])
+        assert store.unhide(["item-00001", "item-00009", "item-00001"]) == 3
+        assert store.hidden("ns-0.a", Tier.TASK) == {"item-00002"}
+        assert store.hidden("ns-0.b", Tier.TASK) == {"item-00003"}
+        assert store.hidden("ns-0.a", Tier.SESSION) == frozenset()
+        assert store.unhide(["item-00001"]) == 0
+        assert store.unhide([]) == 0
+        many = [f"many-{n:05d}" for n in range(1200)]
+        store.hide("ns-0.b", Tier.TASK, many)
+        assert store.unhide([*many, " not an item id "]) == 1200
+        assert store.hidden("ns-0.b", Tier.TASK) == {"item-00003"}
+        assert [f.namespace for f in store.children("ns-0", Tier.TASK)] == ["ns-0.a", "ns-0.b"]
+
+    def test_lineage_erase_unhides(self, backend: MemoryBackend) -> None:
+        """An erased item leaves no trace in the forks: no fork keeps its id hidden.
+
+        If this fails, check that ``erase`` calls the lineage store's ``unhide`` (a backend
+        that erases through another backend, as FAISS does, must reach that one's).
+        """
+        erased, kept = make_item(1), make_item(7)
+        backend.add(erased)
+        backend.add(kept)
+        fork = Fork(
+            namespace=erased.namespace + ".a",
+            tier=erased.tier,
+            parent=erased.namespace,
+            forked_at=T0,
+        )
+        backend.lineage.record(fork)
+        backend.lineage.hide(fork.namespace, fork.tier, [erased.id, kept.id])
+        assert backend.erase([erased.id]) == 1
+        assert backend.lineage.hidden(fork.namespace, fork.tier) == {kept.id}
+        assert backend.lineage.get(fork.namespace, fork.tier) == fork
+
+    def test_lineage_records_a_scope_once(self, backend: MemoryBackend) -> None:
+        """Recording a scope again is refused and keeps the first record; another tier may.
+
+        If this fails, check that the check and the write are one atomic step (an insert
+        that does nothing on a taken scope, or a watched read), keyed by namespace *and* tier.
+        """
+        store = backend.lineage
+        first = Fork(namespace="ns-1", tier=Tier.TASK, parent="ns-0", forked_at=T0)
+        store.record(first)
+        with pytest.raises(ValidationError) as info:
+            store.record(Fork(namespace="ns-1", tier=Tier.TASK, parent="ns-2", forked_at=T0))
+        assert (info.value.field, info.value.value) == ("namespace", "ns-1")
+        assert store.get("ns-1", Tier.TASK) == first
+        assert store.children("ns-2", Tier.TASK) == []
+        other = Fork(namespace="ns-1", tier=Tier.SESSION, parent="ns-2", forked_at=T0)
+        store.record(other)
+        store.hide("ns-1", Tier.TASK, ["item-00001"])
+        assert store.hidden("ns-1", Tier.SESSION) == frozenset()
+        assert store.detach("ns-1", Tier.TASK) is True
+        assert store.get("ns-1", Tier.SESSION) == other
+        assert store.children("ns-2", Tier.SESSION) == [other]
+
+    def test_lineage_concurrent_records_have_one_winner(self, backend: MemoryBackend) -> None:
+        """Processes forking one scope at once: one record stands, every other is refused.
+
+        If this fails with a driver error (an integrity error), check that a duplicate found
+        only at the write is reported as the ValidationError a duplicate found first is.
+        """
+        outcomes: list[str] = []
+        barrier = threading.Barrier(6)
+
+        def fork(n: int) -> None:
+            barrier.wait()
+            try:
+                backend.lineage.record(
+                    Fork(namespace="ns-1", tier=Tier.TASK, parent=f"parent-{n}", forked_at=T0)
+                )
+                outcomes.append("recorded")
+            except ValidationError:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=fork, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes) == ["recorded", *["refused"] * 5]
+        assert len(backend.lineage.all()) == 1
+
+    def test_lineage_outlives_the_items(self, filled: MemoryBackend) -> None:
+        """Lineage is not memory: clearing every item keeps the records and the hidden ids."""
+        fork = Fork(namespace="ns-1", tier=Tier.PROJECT, parent="ns-0", forked_at=T0)
+        filled.lineage.record(fork)
+        filled.lineage.hide("ns-1", Tier.PROJECT, ["item-00000"])
+        filled.clear()
+        assert filled.lineage.get("ns-1", Tier.PROJECT) == fork
+        assert filled.lineage.hidden("ns-1", Tier.PROJECT) == {"item-00000"}
+
+    def test_lineage_refuses_bad_input(self, backend: MemoryBackend) -> None:
+        """A non-fork, bad scopes, bad ids, a scope its own parent: refused by field, unchanged."""
+        store: Any = backend.lineage  # the wrong types below are the point
+        fork = Fork(namespace="ns-1", tier=Tier.TASK, parent="ns-0", forked_at=T0)
+        store.record(fork)
+        attempts: list[tuple[Callable[[], object], str]] = [
+            (lambda: store.record("ns-1"), "fork"),
+            (lambda: store.get("", Tier.TASK), "namespace"),
+            (lambda: store.children("ns-0", "nowhere"), "tier"),
+            (lambda: store.detach(" ns-1", Tier.TASK), "namespace"),
+            (lambda: store.hide("ns-1", Tier.TASK, "item-00001"), "item_ids"),
+            (lambda: store.hide("ns-1", Tier.TASK, ["item-00001", ""]), "item_ids"),
+            (lambda: store.unhide("item-00001"), "item_ids"),
+            (lambda: store.unhide(["item-00001", 7]), "item_ids"),
+            (lambda: store.hidden("ns-1", None), "tier"),
+            (lambda: Fork(namespace="ns-2", tier=Tier.TASK, parent="ns-2", forked_at=T0), "parent"),
+            (
+                lambda: Fork(
+                    namespace="ns-2",
+                    tier=Tier.TASK,
+                    parent="ns-0",
+                    forked_at=T0.replace(tzinfo=None),
+                ),
+                "forked_at",
+            ),
+            (
+                lambda: Fork(
+                    namespace="ns-2", tier=Tier.TASK, parent="ns-0", forked_at=T0, detached="no"
+                ),
+                "detached",
+            ),
+        ]
+        for bad, field in attempts:
+            with pytest.raises(ValidationError) as info:
+                bad()
+            assert info.value.field == field
+        assert store.all() == [fork]
+        assert store.hidden("ns-1", Tier.TASK) == frozenset()
 
     # ------------------------------------------------------------------ properties
 

@@ -132,6 +132,42 @@ BROKEN = textwrap.dedent(
             self._grant_store = AnyRealm()
 
 
+    class DetachedChildren(InMemoryBackend):
+        # Lists a scope's detached forks as children: a rolled-back fork reads through again.
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            inner = self._lineage_store
+
+            class AnyState:
+                def __getattr__(self, name):
+                    return getattr(inner, name)
+
+                def children(self, namespace, tier):
+                    inner.children(namespace, tier)
+                    found = [f for f in inner.all() if f.parent == namespace and f.tier is tier]
+                    return sorted(found, key=lambda f: f.namespace)
+
+            self._lineage_store = AnyState()
+
+
+    class KeepsErasedHidden(InMemoryBackend):
+        # Unhides nothing: a fork's hidden ids keep the ids of erased items.
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            inner = self._lineage_store
+
+            class NoUnhide:
+                def __getattr__(self, name):
+                    return getattr(inner, name)
+
+                def unhide(self, item_ids):
+                    return 0
+
+            self._lineage_store = NoUnhide()
+
+
     def _suite(backend_cls):
         class Suite(BackendConformance):
             @pytest.fixture
@@ -152,6 +188,8 @@ BROKEN = textwrap.dedent(
     TestKeepsOldMinus = _suite(KeepsOldMinus)
     TestSharedAliases = _suite(SharedAliases)
     TestAgentsOfAnyRealm = _suite(AgentsOfAnyRealm)
+    TestDetachedChildren = _suite(DetachedChildren)
+    TestKeepsErasedHidden = _suite(KeepsErasedHidden)
     """
 )
 
@@ -167,6 +205,8 @@ EXPECTED_CATCHES = {
     "TestKeepsOldMinus": ["test_minus_sorts_descending"],
     "TestSharedAliases": ["test_aliases_stay_in_their_namespace"],
     "TestAgentsOfAnyRealm": ["test_grants_name_registered_agents_only"],
+    "TestDetachedChildren": ["test_lineage_round_trip", "test_lineage_detach"],
+    "TestKeepsErasedHidden": ["test_lineage_unhide", "test_lineage_erase_unhides"],
 }
 
 

@@ -23,7 +23,15 @@ from agent_engine import (
     Tier,
     ValidationError,
 )
-from agent_engine.memory import Access, Checkpoint, Conflict, CopyReport, Grant, copy_store
+from agent_engine.memory import (
+    Access,
+    Checkpoint,
+    Conflict,
+    CopyReport,
+    Fork,
+    Grant,
+    copy_store,
+)
 from agent_engine.memory.sql import SQLAlchemyBackend
 from agent_engine.models import Origin
 from agent_engine.testing.databases import postgres_schema
@@ -155,6 +163,23 @@ def _fill(store) -> None:
     for agent in ("scout", "coder"):
         store.grants.register("project:alpha", agent)
     store.grants.grant(Grant("project:alpha", "pool:alpha:notes", "scout", Access.WRITE, "app", T0))
+    # An attached fork of the task, hiding its one item, and a detached one.
+    store.lineage.record(
+        Fork(
+            namespace="task:alpha:ann:t2", tier=Tier.TASK, parent="task:alpha:ann:t1", forked_at=T0
+        )
+    )
+    store.lineage.hide("task:alpha:ann:t2", Tier.TASK, ["t-01"])
+    store.lineage.record(
+        Fork(
+            namespace="task:alpha:ann:t3",
+            tier=Tier.TASK,
+            parent="task:alpha:ann:t1",
+            forked_at=T0 + timedelta(hours=8),
+            checkpoint="cp-1",
+            detached=True,
+        )
+    )
     # Two events of one instant: the journal's order breaks the tie by id.
     store.audit.append(
         AuditEvent(
@@ -192,6 +217,8 @@ def _assert_same(source, target) -> None:
         assert target.checkpoints.data(checkpoint.id) == source.checkpoints.data(checkpoint.id)
     assert target.grants.agents("project:alpha") == ["coder", "scout"]
     assert target.grants.of_pool("pool:alpha:notes") == source.grants.of_pool("pool:alpha:notes")
+    assert target.lineage.all() == source.lineage.all()
+    assert target.lineage.hidden("task:alpha:ann:t2", Tier.TASK) == {"t-01"}
 
 
 @pytest.fixture
@@ -250,6 +277,7 @@ class TestCopyStore:
             verified=True,
             agents=2,
             grants=1,
+            forks=2,
         )
         assert seen == [(0, 8), (3, 8), (6, 8), (8, 8)]
         # Opened without an embedder, the target records the vectors' size, not their name.
@@ -349,6 +377,32 @@ class TestRefusals:
         with pytest.raises(StoreNotEmptyError, match="registered agents"):
             copy_store(sqlite_source, sqlite_target)
         assert sqlite_target.grants.agents("project:alpha") == ["scout"]
+
+    def test_a_target_with_forks_is_refused(self, sqlite_source, sqlite_target):
+        """No items but forks: the source's would find their scopes taken, so it is refused."""
+        fork = Fork(namespace="task:alpha:ann:t2", tier=Tier.TASK, parent="x", forked_at=T0)
+        sqlite_target.lineage.record(fork)
+        with pytest.raises(StoreNotEmptyError, match="forks"):
+            copy_store(sqlite_source, sqlite_target)
+        assert sqlite_target.lineage.all() == [fork]
+
+    def test_a_target_that_loses_hidden_ids_fails_verification(self, sqlite_source, sqlite_target):
+        """A fork that arrives without the ids it hides is a difference, not a copy."""
+
+        class Forgetful:
+            def __init__(self, inner):
+                self._inner = inner
+
+            def __getattr__(self, name):
+                return getattr(self._inner, name)
+
+            def hide(self, namespace, tier, item_ids):
+                """Hides nothing."""
+
+        sqlite_target._lineage_store = Forgetful(sqlite_target.lineage)
+        with pytest.raises(CopyIncompleteError) as caught:
+            copy_store(sqlite_source, sqlite_target)
+        assert "hidden ids of forks: 0 in the target, 1 in the source" in caught.value.differences
 
     def test_the_source_itself_is_refused(self, sqlite_source):
         """A store is never its own target."""

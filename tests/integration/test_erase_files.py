@@ -253,6 +253,7 @@ class TestPostgreSQL:
                     "ae_conflicts",
                     "ae_scope_log",
                     "ae_checkpoints",
+                    "ae_fork_hidden",
                 }
                 assert tables <= set(vacuumed)
 
@@ -274,7 +275,7 @@ class TestPostgreSQL:
                 autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
                 autocommit.exec_driver_sql(
                     "VACUUM FULL ae_items, ae_item_tags, ae_audit_events, ae_conflicts, "
-                    "ae_scope_log, ae_checkpoints"
+                    "ae_scope_log, ae_checkpoints, ae_fork_hidden"
                 )
                 autocommit.exec_driver_sql("CHECKPOINT")
                 relations = connection.execute(

@@ -36,6 +36,11 @@ the saved state as export text, and what lists it (scope, label, time, item coun
 ``ae_agents`` and ``ae_grants`` hold each project's agents and their grants on its shared
 pools (:mod:`agent_engine.memory.grants`): access rules, not memory, so no item's removal
 touches them.
+``ae_forks`` holds a row per forked scope (:mod:`agent_engine.memory.lineage`): its parent,
+when and from what checkpoint it was forked, and whether it is detached; ``ae_fork_hidden``
+a row per attached fork and item id of its ancestors it no longer sees. Lineage, not memory:
+no item's removal touches them either, except an erase, which deletes the hidden rows naming
+its ids.
 ``ae_conflicts`` holds the conflicts recorded between items of one scope
 (:mod:`agent_engine.memory.conflicts`). Both items are foreign keys that cascade, so whatever
 deletes an item (a delete, a clear, an erase) removes its conflicts in the same statement.
@@ -58,6 +63,8 @@ __all__ = [
     "changes",
     "checkpoints",
     "conflicts",
+    "fork_hidden",
+    "forks",
     "grants",
     "ingest_dead",
     "ingest_queue",
@@ -308,6 +315,29 @@ grants = sa.Table(
     sa.Column("granted_by", text_type(255), nullable=False),
     sa.Column("granted_at", sa.BigInteger(), nullable=False),
 )
+
+forks = sa.Table(
+    "ae_forks",
+    metadata,
+    sa.Column("namespace", text_type(255), primary_key=True),
+    sa.Column("tier", text_type(16), primary_key=True),
+    sa.Column("parent", text_type(255), nullable=False),
+    sa.Column("forked_at", sa.BigInteger(), nullable=False),
+    sa.Column("checkpoint", text_type(255), nullable=False, default=""),
+    sa.Column("detached", sa.Boolean(), nullable=False),
+)
+# A scope's forks, by parent (what ``children`` reads).
+sa.Index("ix_ae_forks_parent_tier", forks.c.parent, forks.c.tier)
+
+fork_hidden = sa.Table(
+    "ae_fork_hidden",
+    metadata,
+    sa.Column("namespace", text_type(255), primary_key=True),
+    sa.Column("tier", text_type(16), primary_key=True),
+    sa.Column("item_id", text_type(MAX_ITEM_ID_LENGTH), primary_key=True),
+)
+# Each id's rows, of every fork (what an erase deletes: ``SQLLineageStore.unhide``).
+sa.Index("ix_ae_fork_hidden_item_id", fork_hidden.c.item_id)
 
 ingest_queue = sa.Table(
     "ae_ingest_queue",

@@ -66,6 +66,7 @@ from agent_engine.memory.backend import (
 from agent_engine.memory.checkpoints import CheckpointStore
 from agent_engine.memory.conflicts import ConflictStore
 from agent_engine.memory.grants import GrantStore
+from agent_engine.memory.lineage import LineageStore
 from agent_engine.memory.queue import QueueStore
 from agent_engine.memory.sql import _pgvector
 from agent_engine.memory.sql import _snapshots as snapshots
@@ -97,6 +98,7 @@ from agent_engine.memory.sql._filters import (
 )
 from agent_engine.memory.sql._fulltext import FullTextScope
 from agent_engine.memory.sql._grants import SQLGrantStore
+from agent_engine.memory.sql._lineage import SQLLineageStore
 from agent_engine.memory.sql._meta import (
     Reembedding,
     StoreMeta,
@@ -121,6 +123,7 @@ from agent_engine.memory.sql._schema import (
     audit_events,
     checkpoints,
     conflicts,
+    fork_hidden,
     item_tags,
     items,
     lexical_snapshots,
@@ -222,6 +225,7 @@ class SQLAlchemyBackend(BaseBackend):
         self._conflict_store: ConflictStore = SQLConflictStore(self._read, self._write)
         self._alias_store: AliasStore = SQLAliasStore(self._read, self._write)
         self._grant_store: GrantStore = SQLGrantStore(self._read, self._write)
+        self._lineage_store: LineageStore = SQLLineageStore(self._read, self._write)
         self._checkpoint_store: CheckpointStore = SQLCheckpointStore(self._read, self._write)
         self._queue_store = SQLQueueStore(self._read, self._write)
         self._files = self._index_files(index_path) if indexed else None
@@ -679,6 +683,7 @@ class SQLAlchemyBackend(BaseBackend):
                 scope_log,
                 lexical_snapshots,
                 checkpoints,
+                fork_hidden,
             )
             flush_erased(self._engine, [table.name for table in tables])
 
