@@ -19,7 +19,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
@@ -52,6 +52,7 @@ __all__ = [
     "bump_count",
     "fingerprint_text",
     "new_id",
+    "rescoped",
     "utcnow",
     "with_archive_mark",
 ]
@@ -621,27 +622,42 @@ def with_archive_mark(
     return [_marked_copy(item, when, why) for item in items]
 
 
-def _marked_copier() -> Callable[[ContextItem, datetime | None, ArchiveReason | None], ContextItem]:
-    """A function copying an item slot by slot with a new archive mark, as straight-line code.
+def _copier(changed: Mapping[str, str]) -> Callable[..., ContextItem]:
+    """A function copying an item slot by slot, the ``changed`` fields from its arguments.
 
-    Generated from the class's fields, as attrs generates ``__init__`` (and the SQL backend
-    its row conversions): no field can be left out, and it runs twice as fast as a loop over
-    the slots, which matters when a compaction marks a hundred thousand items.
+    ``changed`` maps a field to the argument that sets it (in the order the arguments come).
+    Generated from the class's fields as straight-line code, as attrs generates ``__init__``
+    (and the SQL backend its row conversions): no field can be left out, and it runs twice as
+    fast as a loop over the slots, which matters when a compaction marks a hundred thousand
+    items or a fork reads through to its parent on every build.
     """
-    marked = {"archived_at": "when", "archived_reason": "why"}
     namespace: dict[str, Any] = {"_new": object.__new__, "_Item": ContextItem}
-    lines = ["def copy(item, when, why):", "    new = _new(_Item)"]
+    lines = [f"def copy(item, {', '.join(changed.values())}):", "    new = _new(_Item)"]
     for n, name in enumerate(attrs.fields_dict(ContextItem)):
         namespace[f"_set{n}"] = vars(ContextItem)[name].__set__
-        lines.append(f"    _set{n}(new, {marked.get(name, f'item.{name}')})")
+        lines.append(f"    _set{n}(new, {changed.get(name, f'item.{name}')})")
     lines.append("    return new")
     exec("\n".join(lines), namespace)  # noqa: S102 - built from the class's own fields
-    copier: Callable[[ContextItem, datetime | None, ArchiveReason | None], ContextItem]
-    copier = namespace["copy"]
+    copier: Callable[..., ContextItem] = namespace["copy"]
     return copier
 
 
-_marked_copy = _marked_copier()
+def rescoped(
+    item: ContextItem, item_id: str, namespace: str, superseded_by: str | None
+) -> ContextItem:
+    """``item`` under another id and namespace, its successor named as there; unchecked.
+
+    What a fork reads through to its parent (:mod:`agent_engine.tiers.forks`): the item as
+    the fork names it, copied slot by slot rather than re-validated (the ids are the store's
+    own, built by its scope rules), since a build over a fork sees hundreds of them.
+    """
+    return _rescoped_copy(item, item_id, namespace, superseded_by)
+
+
+_marked_copy = _copier({"archived_at": "when", "archived_reason": "why"})
+_rescoped_copy = _copier(
+    {"id": "item_id", "namespace": "namespace", "superseded_by": "superseded_by"}
+)
 
 
 @attrs.frozen
@@ -896,6 +912,9 @@ class AuditAction(enum.StrEnum):
     granted it and what it replaced."""
     REVOKE = "revoke"
     """An agent's access to a pool was revoked; ``detail`` names the agent and who revoked."""
+    FORK = "fork"
+    """The scope was forked. In the parent's journal ``detail["child"]`` names the fork; in the
+    fork's, ``detail["parent"]`` its parent and ``detail["checkpoint"]`` what it started from."""
     REDACT = "redact"
     """Secrets or personal data were taken out of the items named before they were written;
     ``detail["items"]`` says of each what kinds were found, how many, and what was done with

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from agent_engine.aio._offload import Offload, twin
-from agent_engine.models import ContextItem, Tier
+from agent_engine.models import ContextItem, Task, Tier
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
@@ -84,6 +84,8 @@ class AsyncTierStore(Generic[S]):
     checkpoint = twin(TierStore.checkpoint)
     checkpoints = twin(TierStore.checkpoints)
     rollback = twin(TierStore.rollback)
+    lineage = twin(TierStore.lineage)
+    detach = twin(TierStore.detach)
     resolve = twin(TierStore.resolve)
 
 
@@ -98,6 +100,13 @@ class AsyncTaskMemoryStore(AsyncTierStore[TaskMemoryStore]):
     on_state = twin(TaskMemoryStore.on_state)
     finish = twin(TaskMemoryStore.finish)
 
+    async def fork(
+        self, task: Task | str, *, checkpoint: str | None = None
+    ) -> AsyncTaskMemoryStore:
+        """Async twin of ``TaskMemoryStore.fork``: the fork's async store."""
+        child = await self.offload.run(self.sync.fork, task, checkpoint=checkpoint)
+        return AsyncTaskMemoryStore(child, self.offload)
+
 
 class AsyncSessionMemoryStore(AsyncTierStore[SessionMemoryStore]):
     """The async twin of a session's memory (``SessionMemoryStore``)."""
@@ -105,6 +114,13 @@ class AsyncSessionMemoryStore(AsyncTierStore[SessionMemoryStore]):
     add_message = twin(SessionMemoryStore.add_message)
     add_finding = twin(SessionMemoryStore.add_finding)
     finish = twin(SessionMemoryStore.finish)
+
+    async def fork(
+        self, session_id: str, *, checkpoint: str | None = None
+    ) -> AsyncSessionMemoryStore:
+        """Async twin of ``SessionMemoryStore.fork``: the fork's async store."""
+        child = await self.offload.run(self.sync.fork, session_id, checkpoint=checkpoint)
+        return AsyncSessionMemoryStore(child, self.offload)
 
 
 class AsyncProjectMemoryStore(AsyncTierStore[ProjectMemoryStore]):

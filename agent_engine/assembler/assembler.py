@@ -27,6 +27,7 @@ the failure (``strict=True`` raises instead): see ``_failopen``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
@@ -200,9 +201,13 @@ class ContextAssembler:
     def _build(
         self, task: Task, request: ContextRequest, strict: bool, phases: Phases
     ) -> ContextPackage:
-        with phases.measure("plan"):
-            build = self._begin(task, request, strict, phases)
-        packed, package = self._summarized(build, plan_tiers(build))
+        with contextlib.ExitStack() as reading:
+            with phases.measure("plan"):
+                build = self._begin(task, request, strict, phases)
+            for store in build.stores.values():
+                # Each store's lineage (is it a fork?) is looked up once for the whole build.
+                reading.enter_context(store.reading())
+            packed, package = self._summarized(build, plan_tiers(build))
         if self.config.track_access:
             with phases.measure("access"):
                 self._record_access(build, packed.packer.taken)

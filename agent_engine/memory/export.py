@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -70,6 +70,7 @@ __all__ = [
     "import_store",
     "restore_plan",
     "restore_scope",
+    "snapshot_items",
 ]
 
 EXPORT_FORMAT: Final = "agent_engine.export"
@@ -131,6 +132,7 @@ def export_store(
     journal: bool = True,
     batch_size: int = COPY_BATCH,
     progress: Progress | None = None,
+    items: Sequence[ContextItem] | None = None,
 ) -> ExportReport:
     """Write ``source``'s items of one scope (``namespace``/``tier``; all: the whole store).
 
@@ -138,6 +140,8 @@ def export_store(
     half file) or a text stream. ``vectors=False`` leaves the vectors out: a smaller file,
     re-embedded on import. ``journal=False`` leaves the scope's journal out (what a
     checkpoint does: a rollback never reads it). ``progress(done, total)`` follows the items.
+    ``items``: the scope's items as its store reads them, written instead of those the
+    backend holds under its namespace (a fork's, with those it reads through its parent).
     """
     namespace = None if namespace is None else _validate.identifier("namespace", namespace)
     tier = None if tier is None else _validate.member("tier", Tier, tier)
@@ -146,6 +150,8 @@ def export_store(
         if not isinstance(value, bool):
             raise ValidationError(f"{flag} must be True or False", field=flag, value=value)
     scope = _scope(namespace, tier)
+    if items is None:
+        _check_whole(source, namespace, tier)
     identity = source.stored_identity() if vectors else None
     header = {
         "format": EXPORT_FORMAT,
@@ -157,7 +163,14 @@ def export_store(
         "embedder": None if identity is None else {"name": identity.name, "dim": identity.dim},
     }
     records = itertools.chain(
-        _items(source, scope, vectors=vectors, batch_size=batch_size, progress=progress),
+        _items(
+            source,
+            scope,
+            vectors=vectors,
+            batch_size=batch_size,
+            progress=progress,
+            given=items,
+        ),
         (
             (_EVENT, to_dict(event))
             for event in (_events(source, namespace, tier) if journal else ())
@@ -220,6 +233,7 @@ def import_store(
     new = _new_items(target, parsed)
     if progress is not None:
         progress(0, len(new))
+    _hide_from_forks(target, new)
     if new:
         target.add_many(new)
     written: list[Grant] = []
@@ -283,6 +297,41 @@ def restore_plan(target: MemoryBackend, source: IO[str] | Path | str) -> Restore
     Checks the file as :func:`import_store` does and writes nothing, so a caller can show
     what :func:`restore_scope` would do and ask first.
     """
+    namespace, tier, parsed = _snapshot(target, source)
+    scope = _scope(namespace, tier)
+    now = {item.id: item for batch in pages(target, COPY_BATCH, scope) for item in batch}
+    kept = {item.id for item in parsed.items}
+    add = tuple(item for item in parsed.items if item.id not in now)
+    replace = tuple(
+        item for item in parsed.items if item.id in now and not _same(now[item.id], item)
+    )
+    return RestorePlan(
+        namespace=namespace,
+        tier=tier,
+        exported_at=parsed.exported_at,
+        add=add,
+        replace=replace,
+        forget=tuple(sorted(item_id for item_id in now if item_id not in kept)),
+        unchanged=len(parsed.items) - len(add) - len(replace),
+        aliases={
+            term: tuple(expansions)
+            for held, term, expansions in parsed.aliases
+            if held == namespace
+        },
+        conflicts=tuple(parsed.conflicts),
+    )
+
+
+def snapshot_items(target: MemoryBackend, source: IO[str] | Path | str) -> tuple[ContextItem, ...]:
+    """The items a scope's snapshot holds, checked as :func:`restore_plan` checks them.
+
+    What a fork started from a checkpoint copies (:mod:`agent_engine.tiers.forks`).
+    """
+    return tuple(_snapshot(target, source)[2].items)
+
+
+def _snapshot(target: MemoryBackend, source: IO[str] | Path | str) -> tuple[str, Tier, _Parsed]:
+    """A scope's snapshot read whole: one scope, vectors that fit ``target``, items its own."""
     parsed = _read(source)
     if parsed.namespace is None or parsed.tier is None:
         raise ExportFileError(
@@ -301,28 +350,7 @@ def restore_plan(target: MemoryBackend, source: IO[str] | Path | str) -> Restore
                 field="line",
                 line=parsed.lines[item.id],
             )
-    scope = _scope(parsed.namespace, parsed.tier)
-    now = {item.id: item for batch in pages(target, COPY_BATCH, scope) for item in batch}
-    kept = {item.id for item in parsed.items}
-    add = tuple(item for item in parsed.items if item.id not in now)
-    replace = tuple(
-        item for item in parsed.items if item.id in now and not _same(now[item.id], item)
-    )
-    return RestorePlan(
-        namespace=parsed.namespace,
-        tier=parsed.tier,
-        exported_at=parsed.exported_at,
-        add=add,
-        replace=replace,
-        forget=tuple(sorted(item_id for item_id in now if item_id not in kept)),
-        unchanged=len(parsed.items) - len(add) - len(replace),
-        aliases={
-            term: tuple(expansions)
-            for namespace, term, expansions in parsed.aliases
-            if namespace == parsed.namespace
-        },
-        conflicts=tuple(parsed.conflicts),
-    )
+    return parsed.namespace, parsed.tier, parsed
 
 
 def restore_scope(target: MemoryBackend, plan: RestorePlan) -> RestorePlan:
@@ -334,7 +362,13 @@ def restore_scope(target: MemoryBackend, plan: RestorePlan) -> RestorePlan:
     ones are deleted after it (and their conflicts with them); each is journaled, with the
     snapshot's time. Restoring again converges: a restore cut short is finished by running
     it again.
+
+    A scope that reads through a parent, or that has forks reading through it, is refused
+    (:class:`~agent_engine.errors.ValidationError`, nothing written): restoring it would
+    change what its forks read. Restore through its store
+    (:func:`agent_engine.tiers.checkpoints.restore`), which detaches them first.
     """
+    _check_unshared(target, plan)
     if plan.add or plan.replace:
         target.write(add=plan.add, update=plan.replace)
     if plan.forget:
@@ -377,6 +411,38 @@ def restore_scope(target: MemoryBackend, plan: RestorePlan) -> RestorePlan:
 # ---------------------------------------------------------------------------- writing
 
 
+def _check_whole(source: MemoryBackend, namespace: str | None, tier: Tier | None) -> None:
+    """Refuse to export a fork from what the backend holds of it: that is only what it changed.
+
+    A fork reads the rest through its parent (:mod:`agent_engine.tiers.forks`); its export
+    is made from what its store reads (``items=store.inherited_view()``).
+    """
+    if namespace is None or tier is None:
+        return
+    fork = source.lineage.get(namespace, tier)
+    if fork is not None and not fork.detached:
+        raise ValidationError(
+            f"{tier.value} scope {namespace!r} is a fork that reads through its parent: export "
+            "what its store reads (items=store.inherited_view())",
+            field="namespace",
+            value=namespace,
+        )
+
+
+def _check_unshared(target: MemoryBackend, plan: RestorePlan) -> None:
+    """Refuse to restore a scope that shares memory with a fork (see :func:`restore_scope`)."""
+    fork = target.lineage.get(plan.namespace, plan.tier)
+    if (fork is not None and not fork.detached) or target.lineage.children(
+        plan.namespace, plan.tier
+    ):
+        raise ValidationError(
+            f"{plan.tier.value} scope {plan.namespace!r} shares memory with its forks or its "
+            "parent: restore it through its store, which detaches them first",
+            field="plan",
+            value=plan.namespace,
+        )
+
+
 def _line(record: Mapping[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n"
 
@@ -406,13 +472,20 @@ def _items(
     vectors: bool,
     batch_size: int,
     progress: Progress | None,
+    given: Sequence[ContextItem] | None = None,
 ) -> Iterator[tuple[str, Any]]:
     """The scope's items in id order, each page's conflicts after it (once both are out)."""
-    total = source.count(_scope_filter(scope))
+    if given is None:
+        total = source.count(_scope_filter(scope))
+        batches: Iterable[list[ContextItem]] = pages(source, batch_size, scope)
+    else:
+        ordered = sorted(given, key=lambda item: item.id)
+        total = len(ordered)
+        batches = (ordered[i : i + batch_size] for i in range(0, total, batch_size))
     exported: set[str] = set()
     if progress is not None:
         progress(0, total)
-    for batch in pages(source, batch_size, scope):
+    for batch in batches:
         for item in batch:
             yield _ITEM, to_dict(item if vectors else attrs.evolve(item, embedding=None))
         ids = {item.id for item in batch}
@@ -696,6 +769,20 @@ def _new_items(target: MemoryBackend, parsed: _Parsed) -> list[ContextItem]:
                 line=parsed.lines[item.id],
             )
     return new
+
+
+def _hide_from_forks(target: MemoryBackend, items: Sequence[ContextItem]) -> None:
+    """Hide ``items`` from the forks of their scopes: a fork never sees what came after it.
+
+    Their ids are new to the target, so hiding them is all copy-on-write asks
+    (:mod:`agent_engine.tiers.forks`).
+    """
+    scopes: dict[tuple[str, Tier], list[str]] = {}
+    for item in items:
+        scopes.setdefault((item.namespace, item.tier), []).append(item.id)
+    for (namespace, tier), ids in scopes.items():
+        for fork in target.lineage.children(namespace, tier):
+            target.lineage.hide(fork.namespace, tier, ids)
 
 
 def _write_beside(

@@ -42,6 +42,7 @@ from agent_engine.memory.backend import (
 from agent_engine.memory.checkpoints import Checkpoint
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.memory.export import RestorePlan
+from agent_engine.memory.lineage import Fork
 from agent_engine.models import (
     ArchiveReason,
     AuditAction,
@@ -57,6 +58,8 @@ from agent_engine.models import (
 from agent_engine.redaction import DEFAULT_REDACTION, Redacted, RedactionPolicy
 from agent_engine.tiers import checkpoints as _checkpoints
 from agent_engine.tiers import conflicts as _conflicts
+from agent_engine.tiers import forks as _forks
+from agent_engine.tiers._forks import ScopeIO
 from agent_engine.tiers._lifecycle import (
     ancestry,
     content_changed,
@@ -144,6 +147,7 @@ class TierStore:
             "conflict_detection", ConflictDetection, conflict_detection
         )
         self.scope = Filter().and_(parse_filter({"namespace": namespace, "tier": self.tier.value}))
+        self._io = ScopeIO(backend, namespace, self.tier)
         self._views = {view: self.scope.and_(view_filter(view)) for view in View}
         self._pinned = self._views[View.WORKING].and_(parse_filter({"status": Status.PINNED.value}))
         self._log = get_logger(tier=self.tier.value, namespace=namespace)
@@ -231,7 +235,7 @@ class TierStore:
         wanted = {item_id: qualified(self.id_prefix, item_id) for item_id in asked}
         lookups = [q for q in wanted.values() if q is not None]
         lookups += [i for i, q in wanted.items() if q != i]
-        found = {item.id: item for item in self.backend.get_many(lookups) if self._in_scope(item)}
+        found = {item.id: item for item in self._io.get_many(lookups) if self._in_scope(item)}
         resolved: dict[str, ContextItem] = {}
         for item_id, whole in wanted.items():
             item = (found.get(whole) if whole else None) or found.get(item_id)
@@ -288,7 +292,7 @@ class TierStore:
         time instead, whatever they became since (archived or not; ``view`` is then unused).
         """
         if as_of is None:
-            return self.backend.query(self._scoped(filters, view), limit, order_by)
+            return self._io.query(self._scoped(filters, view), limit, order_by)
         at = _validate.aware("as_of", as_of)
         if limit is not None:
             _validate.integer("limit", limit)
@@ -296,11 +300,11 @@ class TierStore:
         return valid_at(self._read, self._scoped(filters, View.ALL), limit, order, at)
 
     def _read(self, where: Filter, limit: int | None, order: Order) -> list[ContextItem]:
-        return self.backend.query(where, limit, order)
+        return self._io.query(where, limit, order)
 
     def count(self, filters: FilterInput = None, *, view: View | str = View.WORKING) -> int:
         """Count this store's matching items in ``view`` (the working set by default)."""
-        return self.backend.count(self._scoped(filters, view))
+        return self._io.count(self._scoped(filters, view))
 
     def search(
         self,
@@ -312,7 +316,7 @@ class TierStore:
     ) -> list[SearchHit]:
         """Semantic search within this store's ``view`` (the working set by default)."""
         with self._operation(names.SEARCH_MEMORY, "search") as span:
-            hits = self.backend.search(query, k, self._scoped(filters, view))
+            hits = self._io.search(query, k, self._scoped(filters, view))
             if span is not None:
                 _report_hits(span, query, hits)
             return hits
@@ -326,7 +330,7 @@ class TierStore:
         view: View | str = View.WORKING,
     ) -> list[list[SearchHit]]:
         """:meth:`search` for each of ``queries`` under one filter, answered together."""
-        return self.backend.search_many(queries, k, self._scoped(filters, view))
+        return self._io.search_many(queries, k, self._scoped(filters, view))
 
     def search_text(
         self,
@@ -351,7 +355,7 @@ class TierStore:
             vector = made if made is not None else self.backend.embed_query(text)
             if identity is not None and vectors is not None:
                 vectors[identity, text] = vector  # without an embedder, embed_query raised
-            hits = self.backend.search(vector, k, self._scoped(None, view))
+            hits = self._io.search(vector, k, self._scoped(None, view))
             if span is not None:
                 _report_hits(span, text, hits)
             return vector, hits
@@ -371,11 +375,11 @@ class TierStore:
         Take one view per unit of work and ask it everything: on a persistent store each
         lookup reads the scope's change counter from the database.
         """
-        return LexicalView(self.backend.lexical_index(self.scope))
+        return LexicalView(self._io.lexical_index(self.scope))
 
     def pinned(self) -> list[ContextItem]:
         """Every pinned item of the working set, most important first (ties by id)."""
-        return self.backend.query(self._pinned, None, "-importance")
+        return self._io.query(self._pinned, None, "-importance")
 
     def list_all(self, *, view: View | str = View.WORKING) -> list[ContextItem]:
         """Every item of this store's ``view`` (the working set by default), newest first."""
@@ -464,9 +468,9 @@ class TierStore:
             if displaced:
                 journal.enter_context(self._journal_supersession(displaced))
             if updated:
-                self.backend.write(add=inserted, update=updated)
+                self._io.write(add=inserted, update=updated)
             else:
-                self.backend.add_many(inserted)
+                self._io.add_many(inserted)
         self._log.debug(
             "items_added",
             count=len(inserted),
@@ -500,7 +504,7 @@ class TierStore:
         if not plan.merged:
             return plan
         given = [item.id for item in batch]
-        if len(set(given)) < len(given) or self.backend.get_many(given):
+        if len(set(given)) < len(given) or self._io.get_many(given):
             return unmerged
         return plan
 
@@ -638,7 +642,7 @@ class TierStore:
         with self._journal_redactions([redacted]):
             if not content_changed(current, item):
                 with self.audit.journal(AuditAction.UPDATE, self.tier, self.namespace, (item.id,)):
-                    self.backend.update(item)
+                    self._io.update(item)
                 return item
             return self._new_version(current, item)
 
@@ -662,9 +666,9 @@ class TierStore:
         ):
             if displaced:
                 with self._journal_supersession(displaced):
-                    self.backend.write(add=[copy], update=[item, *displaced])
+                    self._io.write(add=[copy], update=[item, *displaced])
             else:
-                self.backend.write(add=[copy], update=[item])
+                self._io.write(add=[copy], update=[item])
         self._check_conflicts([item])
         return item
 
@@ -685,7 +689,7 @@ class TierStore:
             return 0
         mine = self._with_past(found)
         with self.audit.journal(action, self.tier, self.namespace, mine):
-            self.backend.delete_many(mine)
+            self._io.delete_many(mine)
         return len(found)
 
     def forget(self, *item_ids: str, erase: bool = True) -> int:
@@ -709,7 +713,7 @@ class TierStore:
         # The duplicates merged into them were never stored, but the journal names them.
         mine = tuple(dict.fromkeys([*past, *merged_ids(past.values())]))
         with self.audit.erasing(self.tier, self.namespace, mine) as tokens:
-            self.backend.erase(mine, tokens=tokens)
+            self._io.erase(mine, tokens)
         return len(found)
 
     def _with_past(self, items: list[ContextItem]) -> tuple[str, ...]:
@@ -722,7 +726,7 @@ class TierStore:
     def clear(self) -> int:
         """Remove every item of this store (and nothing of anyone else's)."""
         with self.audit.journal(AuditAction.CLEAR, self.tier, self.namespace):
-            removed = self.backend.clear(self.scope)
+            removed = self._io.clear(self.scope)
         self._log.info("store_cleared", removed=removed)
         return removed
 
@@ -741,7 +745,7 @@ class TierStore:
             return 0
         held = {"held": [item.id for item in kept]}
         with self.audit.journal(AuditAction.CLEAR, self.tier, self.namespace, (), held):
-            self.backend.delete_many(doomed)
+            self._io.delete_all_but(sorted(spared), doomed)
         self._log.info("store_cleared", removed=len(doomed), held=len(kept))
         return len(doomed)
 
@@ -791,7 +795,7 @@ class TierStore:
         event = {"reason": reason.value, **(detail or {})}
         with self.audit.journal(AuditAction.ARCHIVE, self.tier, self.namespace, ids, event):
             # Only the mark changes: one statement, not a rewrite of every row.
-            self.backend.set_archived(ids, at, reason)
+            self._io.set_archived(ids, at, reason)
         self._log.info("archived", count=len(moved), reason=reason.value)
         return moved
 
@@ -853,7 +857,7 @@ class TierStore:
             return []
         ids = tuple(item.id for item in back)
         with self.audit.journal(AuditAction.RESTORE, self.tier, self.namespace, ids):
-            self.backend.update_many(back)
+            self._io.update_many(back)
         return back
 
     def supersede(self, old_id: str, new: ContextItem | str) -> ContextItem:
@@ -890,9 +894,9 @@ class TierStore:
                 with self.audit.journal(
                     AuditAction.ADD, self.tier, self.namespace, (replacement.id,)
                 ):
-                    self.backend.write(add=[replacement], update=displaced)
+                    self._io.write(add=[replacement], update=displaced)
             else:
-                self.backend.update_many(displaced)
+                self._io.update_many(displaced)
         if adding:
             self._check_conflicts([replacement])
             self._after_add()
@@ -941,7 +945,7 @@ class TierStore:
             # Pinned means "in whenever it fits": it cannot stay paged out.
             item = attrs.evolve(item, archived_at=None, archived_reason=None)
         with self.audit.journal(action, self.tier, self.namespace, (item.id,)):
-            self.backend.update(item)
+            self._io.update(item)
         return item
 
     # ------------------------------------------------------------------ conflicts
@@ -964,6 +968,41 @@ class TierStore:
         :class:`~agent_engine.errors.CheckpointNotFoundError` and changes nothing.
         """
         return _checkpoints.rollback(self, checkpoint_id)
+
+    def lineage(self) -> list[Fork]:
+        """This scope's fork record and its ancestors' (empty: it is no fork).
+
+        See :mod:`agent_engine.tiers.forks`; a fork is made by the task or session store's
+        ``fork``.
+        """
+        return _forks.lineage_of(self)
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Look this scope's lineage up once for the reads inside: one unit of work.
+
+        Every read of a task or session store looks up whether its scope is a fork, and what
+        it must not see, since a fork can be made in any process at any time; a build reads
+        its stores a dozen times, so it reads them inside this (the assembler does). Writes
+        always look it up afresh. See :mod:`agent_engine.tiers.forks`.
+        """
+        return self._io.pinned()
+
+    def detach(self) -> None:
+        """Make this fork hold a copy of all it reads through its parent, and stop reading through.
+
+        What a rollback does first; it changes nothing this scope reads. The forks of this
+        scope are detached first. A scope that is no fork has nothing to detach from.
+        """
+        self._io.detach()
+
+    def inherited_view(self) -> list[ContextItem] | None:
+        """Every item of this fork in every state, as it reads them (``None``: it is no fork).
+
+        What a checkpoint of a fork saves, since the backend holds only what it changed.
+        """
+        if not self._io.levels().forked:
+            return None
+        return self._io.query(self._views[View.ALL], None, "+id")
 
     def conflicts(
         self, include_resolved: bool = False, *, limit: int | None = None
@@ -1028,7 +1067,7 @@ class TierStore:
             self._journal_redactions([redacted]),
             self._journal_promotion(stored.id, detail, duplicate=False),
         ):
-            self.backend.add(stored)
+            self._io.add_many([stored])
         self._check_conflicts([stored])
         self._after_add()
         return stored
@@ -1047,7 +1086,7 @@ class TierStore:
         self._check_scope([current])
         merged = boosted(current, [duplicate], self.clock())
         with self._journal_promotion(current.id, detail, duplicate=True):
-            self.backend.update(merged)
+            self._io.update(merged)
         return merged
 
     def _journal_promotion(
@@ -1086,7 +1125,7 @@ class TierStore:
         }
         ids = tuple(item.id for item in items)
         with self.audit.journal(AuditAction.CONFIRM, self.tier, self.namespace, ids, event):
-            self.backend.update_many(items)
+            self._io.update_many(items)
         self._log.info("candidates_settled", confirmed=len(confirmed), penalised=len(penalised))
 
     def record_access(self, item_ids: Iterable[str], at: datetime) -> int:

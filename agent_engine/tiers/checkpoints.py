@@ -10,14 +10,19 @@ what changed is put back, what it lost comes back, and the rollback is journaled
 
 A checkpoint belongs to its scope: another scope's id is not found, as an item's would not be.
 A task's checkpoints end with it (:func:`~agent_engine.tiers.consolidation.end_task`).
+
+A fork (:mod:`agent_engine.tiers.forks`) is checkpointed as it reads, inherited items and all,
+without copying them into it; rolling one back first gives it (and every fork of the scope)
+a copy of all it sees, since the restore then writes the scope whole.
 """
 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
-from agent_engine.errors import CheckpointNotFoundError
+from agent_engine.errors import CheckpointNotFoundError, ValidationError
 from agent_engine.memory.checkpoints import Checkpoint
 from agent_engine.memory.export import RestorePlan, export_store, restore_plan, restore_scope
 
@@ -26,6 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "checkpoints_of",
+    "plan_restore",
+    "restore",
+    "saved_state",
     "forget_checkpoints",
     "rollback",
     "rollback_plan",
@@ -37,7 +45,12 @@ def take_checkpoint(store: TierStore, label: str = "") -> Checkpoint:
     """Save ``store``'s scope as it is now; return the checkpoint."""
     saved = io.StringIO()
     report = export_store(
-        store.backend, saved, namespace=store.namespace, tier=store.tier, journal=False
+        store.backend,
+        saved,
+        namespace=store.namespace,
+        tier=store.tier,
+        journal=False,
+        items=store.inherited_view(),
     )
     checkpoint = Checkpoint(
         namespace=store.namespace,
@@ -61,6 +74,39 @@ def rollback_plan(store: TierStore, checkpoint_id: str) -> RestorePlan:
     Another scope's checkpoint, or an unknown id, raises
     :class:`~agent_engine.errors.CheckpointNotFoundError`.
     """
+    return plan_restore(store, io.StringIO(saved_state(store, checkpoint_id)))
+
+
+def plan_restore(store: TierStore, source: IO[str] | Path | str) -> RestorePlan:
+    """What restoring ``source`` (a snapshot of ``store``'s scope) would change; see above.
+
+    A fork is detached first (:meth:`~agent_engine.tiers.base.TierStore.detach`), and so is
+    every fork of the scope: neither reads anything different, and the plan then compares the
+    snapshot with all the scope reads, and leaves the forks as they are when it is carried
+    out. A snapshot of another scope is the caller's to refuse (the plan names its scope).
+    """
+    store.detach()
+    return restore_plan(store.backend, source)
+
+
+def restore(store: TierStore, plan: RestorePlan) -> RestorePlan:
+    """Carry out a plan of :func:`plan_restore` or :func:`rollback_plan` on ``store``'s scope."""
+    if (plan.namespace, plan.tier) != (store.namespace, store.tier):
+        raise ValidationError(
+            f"the plan restores {plan.namespace}, not {store.namespace}",
+            field="plan",
+            value=plan.namespace,
+        )
+    store.detach()
+    return restore_scope(store.backend, plan)
+
+
+def saved_state(store: TierStore, checkpoint_id: str) -> str:
+    """What checkpoint ``checkpoint_id`` of ``store``'s scope saved (an export's text).
+
+    Another scope's checkpoint, or an unknown id, raises
+    :class:`~agent_engine.errors.CheckpointNotFoundError`.
+    """
     checkpoint = store.backend.checkpoints.get(checkpoint_id)
     data = None if checkpoint is None else store.backend.checkpoints.data(checkpoint_id)
     if (
@@ -69,12 +115,12 @@ def rollback_plan(store: TierStore, checkpoint_id: str) -> RestorePlan:
         or (checkpoint.namespace, checkpoint.tier) != (store.namespace, store.tier)
     ):
         raise CheckpointNotFoundError(checkpoint_id, namespace=store.namespace)
-    return restore_plan(store.backend, io.StringIO(data))
+    return data
 
 
 def rollback(store: TierStore, checkpoint_id: str) -> RestorePlan:
     """Make ``store``'s scope what checkpoint ``checkpoint_id`` saved; return what changed."""
-    return restore_scope(store.backend, rollback_plan(store, checkpoint_id))
+    return restore(store, rollback_plan(store, checkpoint_id))
 
 
 def forget_checkpoints(store: TierStore) -> int:

@@ -38,6 +38,7 @@ from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd, end_scope
 from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
+from agent_engine.tiers.forks import fork_scope
 from agent_engine.tiers.quarantine import confirm_candidates
 from agent_engine.tiers.scope import project_namespace, session_namespace
 from agent_engine.tiers.signals import PromotionPreset
@@ -190,6 +191,30 @@ class SessionMemoryStore(TierStore):
                 session=self.session_id,
             )
         )
+
+    def fork(self, session_id: str, *, checkpoint: str | None = None) -> SessionMemoryStore:
+        """Start session ``session_id``'s memory from this session's, copy-on-write.
+
+        The new session belongs to this one's project and user. It sees everything this
+        session remembers now and nothing either writes afterwards; it costs one record,
+        however much this session holds. With ``checkpoint`` it starts from that checkpoint
+        of this session instead. Returns its store, with this store's settings. See
+        :mod:`agent_engine.tiers.forks`.
+        """
+        child = SessionMemoryStore(
+            session_id,
+            self.backend,
+            project_id=self.project_id,
+            user_id=self.user_id,
+            audit=self.audit,
+            clock=self.clock,
+            aging=self.aging,
+            conflict_detection=self.conflict_detection,
+            merge=self.merge,
+            redaction=self.redaction,
+            telemetry=self.telemetry,
+        )
+        return fork_scope(self, child, checkpoint=checkpoint)
 
     def finish(
         self,

@@ -31,6 +31,7 @@ from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd, end_task
 from agent_engine.tiers.dedup import MergePolicy
+from agent_engine.tiers.forks import fork_scope
 from agent_engine.tiers.scope import task_namespace
 from agent_engine.tiers.signals import PromotionPreset
 
@@ -175,6 +176,40 @@ class TaskMemoryStore(TierStore):
         quarantined candidates. See :mod:`agent_engine.tiers.consolidation`.
         """
         return end_task(self, into=into, preset=preset, hold=hold)
+
+    def fork(self, task: Task | str, *, checkpoint: str | None = None) -> TaskMemoryStore:
+        """Start task ``task``'s memory from this task's, copy-on-write; return its store.
+
+        ``task`` is a new task of the same project and user (a :class:`~agent_engine.Task`,
+        or its id). The fork sees everything this task remembers now and nothing either task
+        writes afterwards; it costs one record, however much this task holds. With
+        ``checkpoint`` it starts from that checkpoint of this task instead. The fork's store
+        has this store's settings. See :mod:`agent_engine.tiers.forks`.
+        """
+        if isinstance(task, Task) and (task.project_id, task.user_id) != (
+            self.project_id,
+            self.user_id,
+        ):
+            raise ValidationError(
+                f"a fork of task {self.task_id!r} belongs to project {self.project_id!r} and "
+                f"user {self.user_id!r}, not {task.project_id!r} and {task.user_id!r}",
+                field="task",
+                value=task.id,
+            )
+        child = TaskMemoryStore(
+            task.id if isinstance(task, Task) else task,
+            self.backend,
+            project_id=self.project_id,
+            user_id=self.user_id,
+            audit=self.audit,
+            clock=self.clock,
+            aging=self.aging,
+            conflict_detection=self.conflict_detection,
+            merge=self.merge,
+            redaction=self.redaction,
+            telemetry=self.telemetry,
+        )
+        return fork_scope(self, child, checkpoint=checkpoint)
 
     def _stage_source(self, stage_id: str) -> str:
         return f"task/{self.task_id}/{stage_id}"

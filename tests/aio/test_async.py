@@ -208,6 +208,30 @@ def test_a_session_awaited_from_first_message_to_finalisation():
     assert (end.removed, end.summary, left) == (1, "- ada: Ship the fix before Friday.", 0)
 
 
+def test_forks_are_awaited_and_return_async_stores():
+    """A fork of a task's or a session's twin is a twin too, and reads its parent's memory."""
+
+    async def main():
+        async with AsyncContextAssembler(_memory()) as twin:
+            session = twin.session_store("s", "p")
+            await session.add_message("ada", "Ship the fix before Friday.")
+            branch = await session.fork("s2")
+            await session.add_message("ada", "Not this one.")
+            task = twin.task_store(Task(id="t", project_id="p"))
+            await task.add_instruction("Fix the login")
+            other = await task.fork("t2")
+            return (
+                [i.text for i in await branch.list_all()],
+                await other.count(),
+                [f.parent for f in await branch.lineage()],
+            )
+
+    texts, count, parents = asyncio.run(main())
+    assert texts == ["ada: Ship the fix before Friday."]
+    assert count == 1
+    assert parents == ["session:p:default:s"]
+
+
 def test_a_closed_twin_refuses_calls():
     """After aclose, a call fails at once instead of hanging."""
 
