@@ -146,6 +146,7 @@ _memory.app.command(name="export")(_transfer.export)
 _memory.app.command(name="import")(_transfer.import_)
 _memory.app.command(name="checkpoint")(_transfer.checkpoint)
 _memory.app.command(name="rollback")(_transfer.rollback)
+_memory.app.command(name="fork")(_transfer.fork)
 _memory.app.command(name="finish-session")(_sessions.finish_session)
 _memory.app.add_typer(
     _aliases.app, name="alias", short_help="A project's aliases: add, list or remove them."

@@ -1,4 +1,4 @@
-"""``agent-engine memory export/import/checkpoint/rollback``: a scope's memory saved, and back.
+"""``agent-engine memory export/import/checkpoint/rollback/fork``: a scope's memory saved, and back.
 
 ``memory export FILE`` writes the project's memory (``--tier global``: the user's, ``--task``:
 a task's, ``--store``: everything the store holds) to a versioned JSONL file (``-``: stdout),
@@ -7,7 +7,9 @@ aliases (:mod:`agent_engine.memory.export`). ``memory import FILE`` checks the w
 then adds what the store lacks: a file cut short or damaged is refused with the line at fault,
 and importing a file twice imports it once. ``memory rollback FILE`` makes a scope what its
 export (a snapshot) held, or ``--checkpoint ID`` what a ``memory checkpoint`` saved in the
-store: what changed since is replaced or forgotten, after asking.
+store: what changed since is replaced or forgotten, after asking. ``memory fork NEW --task ID``
+starts task NEW from task ID's memory, copy-on-write (``--checkpoint``: from one of its
+checkpoints; ``--lineage``: what the scope was forked from).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import typer
 from agent_engine import (
     ConfirmationDeclined,
     ConfirmationRequest,
+    SessionMemoryStore,
+    TaskMemoryStore,
     TierStore,
     ValidationError,
     to_dict,
@@ -42,10 +46,10 @@ from agent_engine.cli._memory import (
 from agent_engine.cli._output import console, emit_json, progress_bar
 from agent_engine.cli._settings import settings
 from agent_engine.cli._store import Access
-from agent_engine.memory import export_store, import_store, restore_plan, restore_scope
-from agent_engine.tiers.checkpoints import rollback_plan
+from agent_engine.memory import export_store, import_store
+from agent_engine.tiers.checkpoints import plan_restore, restore, rollback_plan
 
-__all__ = ["checkpoint", "export", "import_", "rollback"]
+__all__ = ["checkpoint", "export", "fork", "import_", "rollback"]
 
 File = Annotated[str, typer.Argument(metavar="FILE", help="The export file (- for stdout/stdin).")]
 
@@ -79,9 +83,16 @@ def export(
     store = None if whole else _chosen(scope, tier)
     namespace, which = (None, None) if store is None else (store.namespace, store.tier)
     vectors = not no_vectors
+    # A fork's export holds what it reads, its parent's items included: the file stands alone.
+    items = None if store is None else store.inherited_view()
     if file == "-":
         export_store(
-            scope.store.backend, sys.stdout, namespace=namespace, tier=which, vectors=vectors
+            scope.store.backend,
+            sys.stdout,
+            namespace=namespace,
+            tier=which,
+            vectors=vectors,
+            items=items,
         )
         return
     with progress_bar(f"Exporting to {file}", shown=not _json(ctx, json_output)) as progress:
@@ -92,6 +103,7 @@ def export(
             tier=which,
             vectors=vectors,
             progress=progress,
+            items=items,
         )
     if _json(ctx, json_output):
         emit_json(
@@ -192,12 +204,11 @@ def rollback(
         task=task,
         session=session,
     )
-    backend = scope.store.backend
     store = _chosen(scope, tier)
     if checkpoint is not None:
         plan = rollback_plan(store, checkpoint)
     else:
-        plan = restore_plan(backend, file or "")
+        plan = plan_restore(store, file or "")
         if (plan.namespace, plan.tier) != (store.namespace, store.tier):
             raise ValidationError(
                 f"{file} is a snapshot of {plan.namespace}, not of {store.namespace}: name its "
@@ -213,7 +224,7 @@ def rollback(
         confirm = make_confirm(yes or settings(ctx).yes)
         if not confirm(ConfirmationRequest("rollback", f"Roll back {summary}?", ())):
             raise ConfirmationDeclined("rollback", f"rolling back {plan.namespace}")
-    restore_scope(backend, plan)
+    restore(store, plan)
     if _json(ctx, json_output):
         emit_json(
             {
@@ -262,6 +273,56 @@ def checkpoint(
         )
     if listing and not found:
         console().print(f"no checkpoints of {store.namespace}", markup=False)
+
+
+def fork(
+    ctx: typer.Context,
+    new: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NEW]",
+            help="The new task's (or session's) id.",
+            show_default=False,
+        ),
+    ] = None,
+    task: TaskOption = None,
+    session: SessionOption = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option("--checkpoint", metavar="ID", help="Start from this checkpoint instead."),
+    ] = None,
+    lineage: Annotated[
+        bool, typer.Option("--lineage", help="List the scope's lineage instead, itself first.")
+    ] = False,
+    project: Project = None,
+    user: User = None,
+    json_output: Json = False,
+) -> None:
+    """Fork a --task's or --session's memory into NEW, copy-on-write; or show its --lineage."""
+    if (task is None) == (session is None):
+        raise CommandError("name the scope to fork: --task ID or --session ID (one of them)")
+    if lineage == (new is not None):
+        raise CommandError("give NEW (the fork's id) or --lineage (one of them)")
+    access = Access.READ if lineage else Access.CREATE
+    scope = _open(ctx, project, user, access=access, task=task, session=session)
+    store = _chosen(scope, None)
+    if not isinstance(store, (TaskMemoryStore, SessionMemoryStore)):  # the options chose it
+        raise CommandError("name the scope to fork: --task ID or --session ID (one of them)")
+    records = store.lineage() if lineage else store.fork(new or "", checkpoint=checkpoint).lineage()
+    if _json(ctx, json_output):
+        emit_json([to_dict(r) for r in records] if lineage else to_dict(records[0]))
+        return
+    for record in records if lineage else records[:1]:
+        console().print(
+            f"{record.namespace}  forked from {record.parent}  "
+            f"{record.forked_at.isoformat(timespec='seconds')}"
+            f"{f'  checkpoint {record.checkpoint}' if record.checkpoint else ''}"
+            f"{'  (detached)' if record.detached else ''}",
+            markup=False,
+            highlight=False,
+        )
+    if lineage and not records:
+        console().print(f"{store.namespace} is no fork", markup=False)
 
 
 def _chosen(scope: Scope, tier: Into | None) -> TierStore:

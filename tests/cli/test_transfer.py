@@ -116,3 +116,40 @@ def test_rollback_to_another_scopes_file_is_refused(sql_cli, tmp_path):
     assert [i["text"] for i in run(sql_cli, "memory", "list", "-p", "blog")] == [
         "Posts are Markdown"
     ]
+
+
+def test_a_session_forks_and_each_goes_its_own_way(sql_cli, tmp_path):
+    """``memory fork``: the fork lists the parent's memories; later writes stay on their side."""
+    add = ("--embedder", "hashing", "memory", "add")
+    run(sql_cli, *add, "The login test sleeps", "--session", "plan", "-p", "shop")
+    record = run(sql_cli, "memory", "fork", "plan-b", "--session", "plan", "-p", "shop")
+    assert (record["parent"], record["detached"]) == ("session:shop:ada:plan", False)
+    run(sql_cli, *add, "Retry the upload", "--session", "plan", "-p", "shop")
+    run(sql_cli, *add, "Pin the browser", "--session", "plan-b", "-p", "shop")
+    listed = run(sql_cli, "memory", "list", "--session", "plan-b", "-p", "shop")
+    assert {i["text"] for i in listed} == {"The login test sleeps", "Pin the browser"}
+    lineage = run(sql_cli, "memory", "fork", "--lineage", "--session", "plan-b", "-p", "shop")
+    assert [r["namespace"] for r in lineage] == ["session:shop:ada:plan-b"]
+    path = tmp_path / "plan-b.jsonl"
+    exported = run(sql_cli, "memory", "export", str(path), "--session", "plan-b", "-p", "shop")
+    assert exported["items"] == 2  # what the fork reads, its parent's memory included
+    saved = run(sql_cli, "memory", "checkpoint", "--session", "plan", "-p", "shop")
+    from_saved = run(
+        sql_cli,
+        "memory",
+        "fork",
+        "plan-c",
+        "--session",
+        "plan",
+        "-p",
+        "shop",
+        "--checkpoint",
+        saved["id"],
+    )
+    assert (from_saved["checkpoint"], from_saved["detached"]) == (saved["id"], True)
+    missing = sql_cli("memory", "fork", "d", "--session", "plan", "-p", "shop", "--checkpoint", "x")
+    assert missing.code == EXIT_ERROR
+    assert "no checkpoint with id 'x'" in missing.err
+    taken = sql_cli("memory", "fork", "plan-b", "--session", "plan", "-p", "shop")
+    assert taken.code == EXIT_ERROR
+    assert "a fork starts a new scope" in taken.err
