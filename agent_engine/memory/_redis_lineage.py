@@ -4,9 +4,9 @@
 attached forks are a set (what ``children`` reads without visiting every record), and each
 attached fork's hidden ids another. Every write watches the records' hash and reads the
 record before it changes anything, so recording a scope twice, or hiding ids while the fork
-detaches, cannot interleave: ``EXEC`` applies all of one write or none of it. Lineage is not
-memory: a namespace's expiry (the backend's ``ttl``) leaves it; an erase unhides its ids from
-every attached fork (the records' hash lists them).
+detaches or is dropped, cannot interleave: ``EXEC`` applies all of one write or none of it.
+Lineage is not memory: a namespace's expiry (the backend's ``ttl``) leaves it; an erase
+unhides its ids from every attached fork (the records' hash lists them).
 """
 
 from __future__ import annotations
@@ -148,5 +148,22 @@ class RedisLineageStore:
                 for start in range(0, len(ids), _CHUNK):
                     pipe.srem(key, *ids[start : start + _CHUNK])
             return sum
+
+        return self._runner.transact([records], plan)
+
+    def drop(self, namespace: str, tier: Tier) -> bool:
+        """Forget the scope's fork record and its hidden ids; whether there was one (one write)."""
+        namespace, tier = check_scope(namespace, tier)
+        records, field = self._keys.forks, self._keys.fork_field(namespace, tier.value)
+
+        def plan(pipe: Pipe) -> Finish[bool]:
+            text = pipe.hget(records, field)
+            pipe.multi()
+            if text is None:
+                return lambda _: False
+            pipe.hdel(records, field)
+            pipe.srem(self._keys.fork_children(_fork(text).parent, tier.value), namespace)
+            pipe.delete(self._keys.fork_hidden(namespace, tier.value))
+            return lambda _: True
 
         return self._runner.transact([records], plan)

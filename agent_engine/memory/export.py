@@ -57,6 +57,7 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.memory.copy import COPY_BATCH, check_vectors_fit, pages
 from agent_engine.memory.grants import Grant, check_agent, check_realm
+from agent_engine.memory.lineage import Fork, check_hidden
 from agent_engine.models import AuditAction, AuditEvent, ContextItem, Tier, utcnow
 from agent_engine.serde import from_dict, to_dict
 
@@ -75,15 +76,23 @@ __all__ = [
 
 EXPORT_FORMAT: Final = "agent_engine.export"
 """What the header's ``format`` says: this file is an agent_engine export."""
-EXPORT_VERSION: Final = 2
-"""The format version this agent_engine writes: 2 since items record their agent and a
-session tier exists (a version 1 reader would refuse both). It reads versions 1 and 2."""
-READABLE_VERSIONS: Final = frozenset({1, EXPORT_VERSION})
+EXPORT_VERSION: Final = 3
+"""The format version this agent_engine writes: 3 since a whole store's file carries its
+forks (2: items record their agent and a session tier exists; a reader of an older version
+would refuse either). It reads versions 1, 2 and 3."""
+READABLE_VERSIONS: Final = frozenset({1, 2, EXPORT_VERSION})
 """The format versions this agent_engine reads: a version 1 file's items have no agent."""
 
 _ITEM, _CONFLICT, _EVENT, _ALIAS, _END = "item", "conflict", "event", "alias", "end"
-_AGENT, _GRANT = "agent", "grant"
-_KINDS: Final = (_ITEM, _CONFLICT, _EVENT, _ALIAS, _AGENT, _GRANT)
+_AGENT, _GRANT, _FORK = "agent", "grant", "fork"
+_KINDS: Final = (_ITEM, _CONFLICT, _EVENT, _ALIAS, _AGENT, _GRANT, _FORK)
+_MODELS: Final[dict[str, type[Any]]] = {
+    _ITEM: ContextItem,
+    _CONFLICT: Conflict,
+    _EVENT: AuditEvent,
+    _GRANT: Grant,
+}
+"""The records that are one model each, read as the library reads its own."""
 
 Progress = Callable[[int, int], None]
 """Called with the records done so far and the total."""
@@ -102,6 +111,8 @@ class ExportReport:
     tier: Tier | None
     agents: int = 0
     grants: int = 0
+    forks: int = 0
+    """Fork records (a whole store's file only: a scope's holds what the scope reads)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -120,6 +131,8 @@ class ImportReport:
     """Agents registered (one registered already is no change)."""
     grants: int = 0
     """Grants written (each replaces the agent's access to its pool)."""
+    forks: int = 0
+    """Fork records written, each with the ids it hides (one held already is no change)."""
 
 
 def export_store(
@@ -177,6 +190,7 @@ def export_store(
         ),
         _aliases(source, namespace),
         _grants(source, namespace, tier),
+        _forks(source) if namespace is None and tier is None else (),
     )
     if isinstance(out, (str, Path)):
         path = Path(out)
@@ -206,6 +220,7 @@ def export_store(
         tier=tier,
         agents=counts[_AGENT],
         grants=counts[_GRANT],
+        forks=counts[_FORK],
     )
 
 
@@ -230,6 +245,7 @@ def import_store(
     parsed = _read(source)
     check_vectors_fit(parsed.identity, target)
     given = _new_grants(target, parsed) if grants else []
+    forks = _new_forks(target, parsed)
     new = _new_items(target, parsed)
     if progress is not None:
         progress(0, len(new))
@@ -237,15 +253,14 @@ def import_store(
     if new:
         target.add_many(new)
     written: list[Grant] = []
+    recorded: list[Fork] = []
     try:
         conflicts, events, agents = _write_beside(
             target, parsed, given if grants else None, written
         )
+        _record_forks(target, forks, recorded)
     except AgentEngineError as exc:
-        if new:
-            target.delete_many([item.id for item in new])
-        for grant in written:
-            target.grants.revoke(grant.pool, grant.agent)
+        _take_back(target, new, written, recorded)
         raise CopyIncompleteError(
             f"the import into {target!r} stopped ({exc}); the items and grants it added were "
             "removed",
@@ -261,6 +276,7 @@ def import_store(
         aliases=len(parsed.aliases),
         agents=agents,
         grants=len(given),
+        forks=len(forks),
     )
     get_logger(component="import").info(
         "store imported", items=report.items, unchanged=report.unchanged, journal=report.events
@@ -531,6 +547,17 @@ def _grants(
         yield _GRANT, to_dict(grant)
 
 
+def _forks(source: MemoryBackend) -> Iterator[tuple[str, Any]]:
+    """Every fork record with the ids it hides: a whole store's forks, to read through again.
+
+    A scope's file holds no lineage: it holds what the scope reads, its parent's items
+    included (``items=``), and stands alone.
+    """
+    for fork in source.lineage.all():
+        hidden = sorted(source.lineage.hidden(fork.namespace, fork.tier))
+        yield _FORK, {"fork": to_dict(fork), "hidden": hidden}
+
+
 def _scope(namespace: str | None, tier: Tier | None) -> tuple[Condition, ...]:
     conditions: list[Condition] = []
     if namespace is not None:
@@ -565,6 +592,7 @@ class _Parsed:
     aliases: list[tuple[str, str, list[str]]]
     agents: list[tuple[str, str]]
     grants: list[Grant]
+    forks: list[tuple[Fork, list[str]]]
     lines: dict[str, int]
     """The line each item was read from."""
 
@@ -617,6 +645,7 @@ def _parse(stream: Iterable[str]) -> _Parsed:
                 aliases=found[_ALIAS],
                 agents=found[_AGENT],
                 grants=found[_GRANT],
+                forks=found[_FORK],
                 lines=where,
             )
         digest.update(line.encode("utf-8"))
@@ -689,12 +718,9 @@ def _json(number: int, line: str) -> dict[str, Any]:
 def _decode(number: int, kind: object, data: object) -> Any:
     """One record's value, validated as the library validates its own."""
     try:
-        if kind == _ITEM:
-            return from_dict(ContextItem, data)
-        if kind == _CONFLICT:
-            return from_dict(Conflict, data)
-        if kind == _EVENT:
-            return from_dict(AuditEvent, data)
+        model = _MODELS.get(str(kind))
+        if model is not None:
+            return from_dict(model, data)
         if kind == _ALIAS and isinstance(data, dict):
             # The alias store's own checks: a file cannot hold what an add would refuse.
             namespace, term, expansions = check_add(
@@ -703,8 +729,8 @@ def _decode(number: int, kind: object, data: object) -> Any:
             return (namespace, term, list(expansions))
         if kind == _AGENT and isinstance(data, dict):
             return (check_realm(data["realm"]), check_agent(data["agent"]))
-        if kind == _GRANT:
-            return from_dict(Grant, data)
+        if kind == _FORK and isinstance(data, dict):
+            return (from_dict(Fork, data["fork"]), check_hidden(data["hidden"]))
     except (AgentEngineError, KeyError, TypeError, ValueError) as exc:
         raise ExportFileError(
             f"line {number}: not a valid {kind} record ({exc})", field="line", line=number
@@ -771,6 +797,29 @@ def _new_items(target: MemoryBackend, parsed: _Parsed) -> list[ContextItem]:
     return new
 
 
+def _record_forks(
+    target: MemoryBackend, forks: list[tuple[Fork, list[str]]], recorded: list[Fork]
+) -> None:
+    """Record the file's new forks, each with the ids it hides; each joins ``recorded``."""
+    for fork, hidden in forks:
+        target.lineage.record(fork)
+        recorded.append(fork)
+        if hidden:
+            target.lineage.hide(fork.namespace, fork.tier, hidden)
+
+
+def _take_back(
+    target: MemoryBackend, new: list[ContextItem], written: list[Grant], recorded: list[Fork]
+) -> None:
+    """Undo what an import that stopped wrote: its items, its grants, its forks."""
+    if new:
+        target.delete_many([item.id for item in new])
+    for grant in written:
+        target.grants.revoke(grant.pool, grant.agent)
+    for fork in recorded:
+        target.lineage.drop(fork.namespace, fork.tier)
+
+
 def _hide_from_forks(target: MemoryBackend, items: Sequence[ContextItem]) -> None:
     """Hide ``items`` from the forks of their scopes: a fork never sees what came after it.
 
@@ -809,6 +858,31 @@ def _write_beside(
         target.grants.grant(grant)
         written.append(grant)
     return len(conflicts), len(events), agents
+
+
+def _new_forks(target: MemoryBackend, parsed: _Parsed) -> list[tuple[Fork, list[str]]]:
+    """The file's forks the target lacks; one it records otherwise refuses the import.
+
+    A scope recorded as the same fork already is no change (importing twice imports once).
+    """
+    new: list[tuple[Fork, list[str]]] = []
+    for fork, hidden in parsed.forks:
+        there = target.lineage.get(fork.namespace, fork.tier)
+        if there is None:
+            new.append((fork, hidden))
+        elif (there.parent, there.forked_at, there.checkpoint) != (
+            fork.parent,
+            fork.forked_at,
+            fork.checkpoint,
+        ):
+            raise ExportFileError(
+                f"the target records {fork.tier.value} scope {fork.namespace!r} as a fork of "
+                f"{there.parent!r} already, the file as one of {fork.parent!r}; nothing was "
+                "imported",
+                field="fork",
+                value=fork.namespace,
+            )
+    return new
 
 
 def _new_grants(target: MemoryBackend, parsed: _Parsed) -> list[Grant]:

@@ -9,7 +9,8 @@ process sharing the memory reads a fork alike:
 * a :class:`Fork` record per child scope: its parent scope (of the same tier), when it was
   forked, the checkpoint it was forked from if any, and whether it is *detached* (holds its
   whole memory itself and reads nothing through; a rolled-back fork, or one whose parent
-  ended). The record is the lineage: it stays when the fork detaches or ends;
+  ended). The record is the lineage: it stays when the fork detaches or ends (only an
+  import that stopped takes back the records it wrote, :meth:`LineageStore.drop`);
 * each attached fork's *hidden* ids: items of its ancestors it must not see (it changed or
   deleted them, or they were written after it forked).
 
@@ -109,7 +110,10 @@ class LineageStore(Protocol):
     nothing; each an item id, up to :data:`~agent_engine.models.MAX_ITEM_ID_LENGTH`
     characters); ``hidden`` returns them. ``unhide`` forgets ids wherever a fork hides them
     and returns how many entries went (what an erase calls: an erased item no longer exists,
-    so no fork needs it hidden).
+    so no fork needs it hidden). ``drop`` forgets a scope's fork record and its hidden ids
+    in one write; whether there was one (what an import that stopped takes back, as it
+    recorded forks a file carried: lineage is otherwise never deleted). The scope's own
+    forks keep their records, naming a parent that is no longer recorded as a fork.
     """
 
     def record(self, fork: Fork) -> None:
@@ -144,9 +148,13 @@ class LineageStore(Protocol):
         """Forget ``item_ids`` wherever a fork hides them; how many entries went."""
         ...
 
+    def drop(self, namespace: str, tier: Tier) -> bool:
+        """Forget the scope's fork record and its hidden ids; whether there was one."""
+        ...
+
 
 def check_scope(namespace: object, tier: object) -> tuple[str, Tier]:
-    """The scope a read or a detach names."""
+    """The scope a read, a detach or a drop names."""
     return _namespace(namespace), _tier(tier)
 
 
@@ -260,6 +268,13 @@ class InMemoryLineageStore:
                 removed += len(gone)
         return removed
 
+    def drop(self, namespace: str, tier: Tier) -> bool:
+        """Forget the scope's fork record and its hidden ids; whether there was one."""
+        key = check_scope(namespace, tier)
+        with self._lock:
+            self._hidden.pop(key, None)
+            return self._forks.pop(key, None) is not None
+
 
 class _NoLineageStore:
     """The lineage of a backend that keeps none: no forks, and recording one is refused."""
@@ -302,6 +317,11 @@ class _NoLineageStore:
         """Nothing is hidden."""
         check_unhidden(item_ids)
         return 0
+
+    def drop(self, namespace: str, tier: Tier) -> bool:
+        """Nothing to drop."""
+        check_scope(namespace, tier)
+        return False
 
 
 NO_LINEAGE_STORE: LineageStore = _NoLineageStore()

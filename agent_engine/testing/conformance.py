@@ -1945,6 +1945,61 @@ class BackendConformance:
         assert store.detach("ns-9", Tier.TASK) is False
         assert store.all() == [attrs.evolve(fork, detached=True)]
 
+    def test_lineage_drop(self, backend: MemoryBackend) -> None:
+        """Dropping a fork forgets its record and hidden ids; True once, then False; re-recordable.
+
+        If this fails, check that ``drop`` deletes the record and the hidden ids in one write
+        (a hidden id left behind shows through to the scope when it is recorded again), takes
+        the scope out of its parent's children (Redis: the parent's children set) and says
+        whether there was a record, detached or not.
+        """
+        store = backend.lineage
+        fork = Fork(namespace="ns-0.a", tier=Tier.TASK, parent="ns-0", forked_at=T0)
+        store.record(fork)
+        store.hide("ns-0.a", Tier.TASK, ["item-00001", "item-00002"])
+        assert store.drop("ns-0.a", Tier.TASK) is True
+        assert store.get("ns-0.a", Tier.TASK) is None
+        assert store.children("ns-0", Tier.TASK) == []
+        assert store.hidden("ns-0.a", Tier.TASK) == frozenset()
+        assert store.all() == []
+        assert store.drop("ns-0.a", Tier.TASK) is False
+        assert store.drop("ns-9", Tier.TASK) is False
+        again = Fork(namespace="ns-0.a", tier=Tier.TASK, parent="ns-2", forked_at=T0)
+        store.record(again)
+        assert store.get("ns-0.a", Tier.TASK) == again
+        assert store.hidden("ns-0.a", Tier.TASK) == frozenset()
+        assert store.children("ns-0", Tier.TASK) == []
+        assert store.children("ns-2", Tier.TASK) == [again]
+        assert store.all() == [again]
+        store.detach("ns-0.a", Tier.TASK)
+        assert store.drop("ns-0.a", Tier.TASK) is True
+        assert store.all() == []
+
+    def test_lineage_drop_leaves_the_others(self, backend: MemoryBackend) -> None:
+        """Dropping one fork leaves its siblings, its namesake of another tier and its own forks.
+
+        If this fails, check that ``drop`` is keyed by namespace *and* tier, deletes only the
+        scope's own hidden ids and children entry, and leaves the records of the scope's own
+        forks as they are (they name a parent that is no longer a fork, which is allowed).
+        """
+        store = backend.lineage
+        dropped = Fork(namespace="ns-0.a", tier=Tier.TASK, parent="ns-0", forked_at=T0)
+        sibling = Fork(namespace="ns-0.b", tier=Tier.TASK, parent="ns-0", forked_at=T0)
+        namesake = Fork(namespace="ns-0.a", tier=Tier.SESSION, parent="ns-0", forked_at=T0)
+        grandchild = Fork(namespace="ns-0.a.x", tier=Tier.TASK, parent="ns-0.a", forked_at=T0)
+        for fork in (dropped, sibling, namesake, grandchild):
+            store.record(fork)
+            store.hide(fork.namespace, fork.tier, ["item-00001", f"of-{fork.namespace}"])
+        assert store.drop("ns-0.a", Tier.TASK) is True
+        assert store.children("ns-0", Tier.TASK) == [sibling]
+        assert store.children("ns-0", Tier.SESSION) == [namesake]
+        assert store.children("ns-0.a", Tier.TASK) == [grandchild]
+        assert store.all() == [namesake, grandchild, sibling]
+        assert store.hidden("ns-0.b", Tier.TASK) == {"item-00001", "of-ns-0.b"}
+        assert store.hidden("ns-0.a", Tier.SESSION) == {"item-00001", "of-ns-0.a"}
+        assert store.hidden("ns-0.a.x", Tier.TASK) == {"item-00001", "of-ns-0.a.x"}
+        assert store.hidden("ns-0.a", Tier.TASK) == frozenset()
+
     def test_lineage_hide(self, backend: MemoryBackend) -> None:
         """Hidden ids accumulate, each once, on attached forks only; unknown scopes keep none.
 
@@ -2105,6 +2160,9 @@ class BackendConformance:
             (lambda: store.get("", Tier.TASK), "namespace"),
             (lambda: store.children("ns-0", "nowhere"), "tier"),
             (lambda: store.detach(" ns-1", Tier.TASK), "namespace"),
+            (lambda: store.drop("ns-1", "nowhere"), "tier"),
+            (lambda: store.drop("", Tier.TASK), "namespace"),
+            (lambda: store.drop(7, Tier.TASK), "namespace"),
             (lambda: store.hide("ns-1", Tier.TASK, "item-00001"), "item_ids"),
             (lambda: store.hide("ns-1", Tier.TASK, ["item-00001", ""]), "item_ids"),
             (lambda: store.unhide("item-00001"), "item_ids"),

@@ -153,9 +153,10 @@ class _Levels:
 class ScopeIO:
     """One scope's reads and writes on its backend, through to its ancestors when it is a fork.
 
-    A scope that is no fork and has none costs nothing here beyond one lookup of its forks
-    per write (a fork may be made of it by any process at any time) and, for a task or
-    session scope, one lookup of its own record the first time it is read.
+    Project, global and pool scopes are never forks and pass straight through. A task or
+    session scope that is no fork and has none costs one lookup of its own record per read
+    (one per unit of work inside :meth:`pinned`: a build looks once) and one of its forks
+    per write, since a fork may be made of it, or into it, by any process at any time.
     """
 
     def __init__(self, backend: MemoryBackend, namespace: str, tier: Tier) -> None:

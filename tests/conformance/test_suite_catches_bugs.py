@@ -168,6 +168,26 @@ BROKEN = textwrap.dedent(
             self._lineage_store = NoUnhide()
 
 
+    class DropKeepsHidden(InMemoryBackend):
+        # Drops the record but not the hidden ids: a scope forked again starts hiding them.
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            inner = self._lineage_store
+
+            class RecordOnly:
+                def __getattr__(self, name):
+                    return getattr(inner, name)
+
+                def drop(self, namespace, tier):
+                    kept = inner.hidden(namespace, tier)
+                    found = inner.drop(namespace, tier)
+                    inner._hidden[namespace, tier] = set(kept)
+                    return found
+
+            self._lineage_store = RecordOnly()
+
+
     def _suite(backend_cls):
         class Suite(BackendConformance):
             @pytest.fixture
@@ -190,6 +210,7 @@ BROKEN = textwrap.dedent(
     TestAgentsOfAnyRealm = _suite(AgentsOfAnyRealm)
     TestDetachedChildren = _suite(DetachedChildren)
     TestKeepsErasedHidden = _suite(KeepsErasedHidden)
+    TestDropKeepsHidden = _suite(DropKeepsHidden)
     """
 )
 
@@ -207,6 +228,7 @@ EXPECTED_CATCHES = {
     "TestAgentsOfAnyRealm": ["test_grants_name_registered_agents_only"],
     "TestDetachedChildren": ["test_lineage_round_trip", "test_lineage_detach"],
     "TestKeepsErasedHidden": ["test_lineage_unhide", "test_lineage_erase_unhides"],
+    "TestDropKeepsHidden": ["test_lineage_drop", "test_lineage_drop_leaves_the_others"],
 }
 
 

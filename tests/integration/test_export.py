@@ -327,7 +327,7 @@ def test_a_version_1_file_is_still_read(embedder):
     _fill(source)
     lines = _exported(source, namespace="project:shop", tier=Tier.PROJECT).splitlines(True)
     header = json.loads(lines[0])
-    assert header["version"] == EXPORT_VERSION == 2
+    assert header["version"] == EXPORT_VERSION == 3
     header["version"] = 1
     lines[0] = json.dumps(header, separators=(",", ":"), sort_keys=True) + "\n"
     for n, line in enumerate(lines[1:-1], start=1):

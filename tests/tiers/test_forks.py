@@ -20,6 +20,7 @@ from agent_engine import (
     ContextAssembler,
     ContextRequest,
     DuplicateItemError,
+    ExportFileError,
     MemoryStores,
     Task,
     ValidationError,
@@ -415,3 +416,33 @@ def test_a_fork_that_ends_holding_candidates_keeps_only_them(parent, clock):
     assert _texts(child, View.ALL) == {"sleep": "The login test sleeps one second"}
     assert child.lineage()[0].detached is True
     assert len(_texts(parent)) == 3
+
+
+def test_a_whole_store_moves_with_its_forks(parent):
+    """A whole store's file carries its forks: in the new store the fork still reads through."""
+    child = parent.fork(CHILD)
+    parent.add(parent.new_item("note", "Retry the upload twice", id="retry"))
+    child.delete("db")
+    seen = _texts(child)
+    saved = io.StringIO()
+    assert export_store(parent.backend, saved).forks == 1
+    target = InMemoryBackend(embedder=HashingEmbedder(dim=64))
+    report = import_store(target, io.StringIO(saved.getvalue()))
+    assert report.forks == 1
+    moved = TaskMemoryStore(CHILD, target)
+    assert _texts(moved) == seen
+    assert moved.backend.count(moved.scope) == 0
+    assert import_store(target, io.StringIO(saved.getvalue())).forks == 0
+
+
+def test_an_import_naming_another_parent_is_refused_whole(parent):
+    parent.fork(CHILD)
+    saved = io.StringIO()
+    export_store(parent.backend, saved)
+    target = InMemoryBackend(embedder=HashingEmbedder(dim=64))
+    other = TaskMemoryStore(Task(id="other", project_id="shop", user_id="ann"), target)
+    other.fork(CHILD)
+    with pytest.raises(ExportFileError) as caught:
+        import_store(target, io.StringIO(saved.getvalue()))
+    assert caught.value.field == "fork"
+    assert target.count() == 0

@@ -6,6 +6,8 @@ processes forking one scope at once end with one record and one
 locks the fork's row before it reads whether the fork is attached, and detaching updates that
 row, so a detach and a hide of one fork take turns: no hidden id is left behind a detach.
 Unhiding (what an erase calls) deletes an id's rows of every fork, found by the item id's index.
+Dropping a fork deletes its row before its hidden rows, in one transaction: a concurrent hide
+holding the row's lock finishes first (and its rows go too), or waits and finds no fork.
 """
 
 from __future__ import annotations
@@ -162,5 +164,17 @@ class SQLLineageStore:
                 statement = fork_hidden.delete().where(fork_hidden.c.item_id.in_(chunk))
                 removed += connection.execute(statement).rowcount
             return removed
+
+        return self._write(work)
+
+    def drop(self, namespace: str, tier: Tier) -> bool:
+        """Forget the scope's fork record and its hidden ids; whether there was one (one write)."""
+        namespace, tier = check_scope(namespace, tier)
+
+        def work(connection: sa.Connection) -> bool:
+            # The record first: it takes the row's lock that ``hide`` takes (see the module).
+            deleted = connection.execute(forks.delete().where(*_of(forks, namespace, tier)))
+            connection.execute(fork_hidden.delete().where(*_of(fork_hidden, namespace, tier)))
+            return deleted.rowcount > 0
 
         return self._write(work)
