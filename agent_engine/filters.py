@@ -174,12 +174,16 @@ class Filter:
 
     def __attrs_post_init__(self) -> None:
         _check_size(self.conditions)
-        # Resolve each condition's test once: matches() runs per item on hot paths.
+        # Resolve each condition's test once: matches() runs per item on hot paths. A
+        # membership list becomes a set, so a long $in or $nin (a fork's hidden ids) costs one
+        # lookup per item rather than a pass over the list.
         tests = tuple(
             (
                 c.field,
                 (_TAG_TESTS if c.spec.kind is FieldKind.TAGS else _SCALAR_TESTS)[c.op],
-                c.value,
+                frozenset(c.value)
+                if c.op in (Op.IN, Op.NIN) and c.spec.kind is not FieldKind.TAGS
+                else c.value,
             )
             for c in self.conditions
         )

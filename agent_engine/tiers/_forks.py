@@ -38,8 +38,16 @@ from typing import Final
 
 import attrs
 
-from agent_engine.errors import DuplicateItemError
-from agent_engine.filters import Condition, Filter, Op, OrderInput, parse_filter, parse_order
+from agent_engine.errors import DuplicateItemError, FilterTooLargeError
+from agent_engine.filters import (
+    MAX_LIST_VALUES,
+    Condition,
+    Filter,
+    Op,
+    OrderInput,
+    parse_filter,
+    parse_order,
+)
 from agent_engine.memory.backend import MemoryBackend, Query, SearchHit
 from agent_engine.memory.lineage import Fork
 from agent_engine.models import ArchiveReason, ContextItem, Tier, rescoped
@@ -61,16 +69,36 @@ class _Levels:
     namespaces: tuple[str, ...]
     prefixes: tuple[str, ...]
     hidden: frozenset[str]
-    hidden_at: tuple[int, ...] = attrs.field(init=False)
-    """How many of the hidden ids each level holds (what a read of it over-fetches by)."""
+    hidden_by: tuple[tuple[str, ...], ...] = attrs.field(init=False)
+    """The hidden ids of each level, sorted."""
 
     def __attrs_post_init__(self) -> None:
-        counts = [0] * len(self.prefixes)
+        by: list[list[str]] = [[] for _ in self.prefixes]
         for item_id in self.hidden:
             level, _ = self.local(item_id)
             if level >= 0:
-                counts[level] += 1
-        object.__setattr__(self, "hidden_at", tuple(counts))
+                by[level].append(item_id)
+        object.__setattr__(self, "hidden_by", tuple(tuple(sorted(ids)) for ids in by))
+
+    @property
+    def hidden_at(self) -> tuple[int, ...]:
+        """How many of the hidden ids each level holds."""
+        return tuple(len(ids) for ids in self.hidden_by)
+
+    def reading(self, where: Filter, level: int) -> tuple[Filter, int]:
+        """How to read level ``level`` for ``where``: the filter, and how many more to fetch.
+
+        The level's hidden ids are left out by the filter itself while they fit in one
+        (``$nin``, :data:`~agent_engine.filters.MAX_LIST_VALUES`); past that, the read
+        fetches as many more as it hides, and :meth:`visible` drops them.
+        """
+        at, hidden = self.at(where, level), self.hidden_by[level]
+        if not hidden:
+            return at, 0
+        if len(hidden) <= MAX_LIST_VALUES:
+            with contextlib.suppress(FilterTooLargeError):
+                return Filter((*at.conditions, Condition("id", Op.NIN, hidden))), 0
+        return at, len(hidden)
 
     @property
     def forked(self) -> bool:
@@ -256,13 +284,10 @@ class ScopeIO:
         if not levels.forked:
             return self.backend.query(where, limit, order_by)
         order = parse_order(order_by)
-        rows = [
-            item
-            for level, hidden in enumerate(levels.hidden_at)
-            for item in self.backend.query(
-                levels.at(where, level), None if limit is None else limit + hidden, order
-            )
-        ]
+        rows: list[ContextItem] = []
+        for level in range(len(levels.namespaces)):
+            read, more = levels.reading(where, level)
+            rows += self.backend.query(read, None if limit is None else limit + more, order)
         return order.sort(levels.visible(rows))[:limit]
 
     def count(self, where: Filter, levels: _Levels | None = None) -> int:
@@ -270,14 +295,13 @@ class ScopeIO:
         levels = levels or self.levels()
         if not levels.forked:
             return self.backend.count(where)
-        total = sum(
-            self.backend.count(levels.at(where, level)) for level in range(len(levels.namespaces))
-        )
-        if levels.hidden:
-            for item in self.backend.get_many(sorted(levels.hidden)):
-                level = levels.local(item.id)[0]
-                if level > 0 and levels.at(where, level).matches(item):
-                    total -= 1
+        total = 0
+        for level in range(len(levels.namespaces)):
+            read, more = levels.reading(where, level)
+            total += self.backend.count(read)
+            if more:  # too many hidden to leave out by the filter: those that match come off
+                held = self.backend.get_many(list(levels.hidden_by[level]))
+                total -= sum(1 for item in held if read.matches(item))
         return total
 
     def search(self, query: Query, k: int, where: Filter) -> list[SearchHit]:
@@ -289,10 +313,10 @@ class ScopeIO:
         levels = self.levels()
         if not levels.forked:
             return self.backend.search_many(queries, k, where)
-        found = [
-            self.backend.search_many(queries, k + hidden, levels.at(where, level))
-            for level, hidden in enumerate(levels.hidden_at)
-        ]
+        found = []
+        for level in range(len(levels.namespaces)):
+            read, more = levels.reading(where, level)
+            found.append(self.backend.search_many(queries, k + more, read))
         merged = []
         for asked in range(len(queries)):
             hits = sorted((hit for level in found for hit in level[asked]), key=lambda h: -h.score)

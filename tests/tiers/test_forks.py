@@ -446,3 +446,21 @@ def test_an_import_naming_another_parent_is_refused_whole(parent):
         import_store(target, io.StringIO(saved.getvalue()))
     assert caught.value.field == "fork"
     assert target.count() == 0
+
+
+def test_a_fork_hiding_more_than_a_filter_holds_reads_alike():
+    """Past a filter's list limit the hidden ids are fetched over and dropped: same answers."""
+    from agent_engine.filters import MAX_LIST_VALUES  # noqa: PLC0415
+
+    backend = InMemoryBackend(embedder=HashingEmbedder(dim=16))
+    parent = TaskMemoryStore("p", backend, conflict_detection=None)
+    parent.add_many([parent.new_item("note", f"kept {n}", id=f"k{n}") for n in range(5)])
+    child = parent.fork("c")
+    later = [parent.new_item("note", f"later {n}", id=f"l{n}") for n in range(MAX_LIST_VALUES + 5)]
+    parent.add_many(later)
+    assert child.count() == 5
+    assert sorted(_texts(child).values()) == [f"kept {n}" for n in range(5)]
+    assert len(child.query(None, limit=3)) == 3
+    assert {hit.item.text for hit in child.search_text("later kept", k=5)[1]} <= {
+        f"kept {n}" for n in range(5)
+    }
