@@ -247,6 +247,7 @@ def import_store(
     given = _new_grants(target, parsed) if grants else []
     forks = _new_forks(target, parsed)
     new = _new_items(target, parsed)
+    _check_not_into_forks(target, new)
     if progress is not None:
         progress(0, len(new))
     _hide_from_forks(target, new)
@@ -307,15 +308,25 @@ class RestorePlan:
         return bool(self.replace or self.forget)
 
 
-def restore_plan(target: MemoryBackend, source: IO[str] | Path | str) -> RestorePlan:
+def restore_plan(
+    target: MemoryBackend,
+    source: IO[str] | Path | str,
+    *,
+    current: Sequence[ContextItem] | None = None,
+) -> RestorePlan:
     """Read a scope's snapshot (an export of one namespace and tier) and plan its restore.
 
     Checks the file as :func:`import_store` does and writes nothing, so a caller can show
-    what :func:`restore_scope` would do and ask first.
+    what :func:`restore_scope` would do and ask first. ``current``: the scope's items as its
+    store reads them, compared instead of those the backend holds under its namespace (a
+    fork's, with those it reads through its parent).
     """
     namespace, tier, parsed = _snapshot(target, source)
     scope = _scope(namespace, tier)
-    now = {item.id: item for batch in pages(target, COPY_BATCH, scope) for item in batch}
+    if current is None:
+        now = {item.id: item for batch in pages(target, COPY_BATCH, scope) for item in batch}
+    else:
+        now = {item.id: item for item in current}
     kept = {item.id for item in parsed.items}
     add = tuple(item for item in parsed.items if item.id not in now)
     replace = tuple(
@@ -795,6 +806,24 @@ def _new_items(target: MemoryBackend, parsed: _Parsed) -> list[ContextItem]:
                 line=parsed.lines[item.id],
             )
     return new
+
+
+def _check_not_into_forks(target: MemoryBackend, items: Sequence[ContextItem]) -> None:
+    """Refuse items for a scope that reads through a parent: the backend holds only part of it.
+
+    Whether an imported id is one the fork reads through, and which version wins, is the
+    fork's store to say (:mod:`agent_engine.tiers.forks`); an import cannot.
+    """
+    for namespace, tier in {(item.namespace, item.tier) for item in items}:
+        fork = target.lineage.get(namespace, tier)
+        if fork is not None and not fork.detached:
+            raise ExportFileError(
+                f"{tier.value} scope {namespace!r} is a fork that reads through its parent: "
+                "an import cannot tell what it reads; detach it first (its store's detach()) "
+                "or import into another scope; nothing was imported",
+                field="namespace",
+                value=namespace,
+            )
 
 
 def _record_forks(

@@ -146,19 +146,27 @@ class _Levels:
             if given.field == "namespace" and given.op is Op.EQ:
                 if given.value == self.namespaces[0]:
                     condition = Condition("namespace", Op.EQ, self.namespaces[level])
-            elif given.field in _ID_FIELDS and given.op in (Op.EQ, Op.NE):
-                condition = Condition(given.field, given.op, self._named_at(given.value, level))
             elif given.field in _ID_FIELDS and given.op in (Op.IN, Op.NIN):
                 named = tuple(dict.fromkeys(self._named_at(v, level) for v in given.value))
                 condition = Condition(given.field, given.op, named)
+            elif given.field in _ID_FIELDS and given.op is not Op.EXISTS:
+                # Order within a level is the order of local ids: bounds move with the prefix.
+                condition = Condition(given.field, given.op, self._named_at(given.value, level))
             conditions.append(condition)
         return Filter(tuple(conditions))
 
     def _named_at(self, value: object, level: int) -> object:
+        """An id as the scope names it, as level ``level`` names it.
+
+        An id of another level is not the scope's (a deep copy would not know it): it is
+        given the scope's own prefix, which no item of level ``level`` has.
+        """
         if isinstance(value, str):
             at, local = self.local(value)
             if at == 0:
                 return self.prefixes[level] + local
+            if at > 0:
+                return self.prefixes[0] + value
         return value
 
     def visible(self, items: Iterable[ContextItem]) -> list[ContextItem]:
@@ -317,11 +325,10 @@ class ScopeIO:
         for level in range(len(levels.namespaces)):
             read, more = levels.reading(where, level)
             found.append(self.backend.search_many(queries, k + more, read))
-        merged = []
-        for asked in range(len(queries)):
-            hits = sorted((hit for level in found for hit in level[asked]), key=lambda h: -h.score)
-            merged.append(_visible_hits(levels, hits)[:k])
-        return merged
+        return [
+            _visible_hits(levels, [hit for level in found for hit in level[asked]])[:k]
+            for asked in range(len(queries))
+        ]
 
     def get_many(self, item_ids: Sequence[str], levels: _Levels | None = None) -> list[ContextItem]:
         """The items behind ``item_ids`` as the scope sees them (ids of any form, as asked)."""
@@ -410,20 +417,33 @@ class ScopeIO:
         self.backend.delete_many(doomed)
 
     def erase(self, item_ids: Sequence[str], tokens: Mapping[str, str]) -> None:
-        """Erase the scope's own items and its forks' copies of them; hide what it sees through.
+        """Erase the scope's own items of ``item_ids``; hide those it reads through.
 
-        The forks are not protected first: what is erased leaves every scope derived from
-        this one, not only this one.
+        The forks are not protected first: a fork that reads an erased item through loses
+        it with the scope, and so do its checkpoints that saved it (erasing is for what must
+        leave no trace). A fork that holds its own copy keeps it: it is that fork's memory,
+        forgotten there. The scope's own checkpoints naming what it hid go as well.
         """
         levels = self._fresh()
         mine = self._hide_through(levels, item_ids)
         self._wrote()
-        local = levels.local
-        for child in self.children():
-            io = ScopeIO(self.backend, child.namespace, self.tier)
-            prefix = id_prefix(child.namespace)
-            io.erase([prefix + local(i)[1] for i in item_ids], {})
+        self._forget_saved_through([levels.local(i)[1] for i in item_ids])
+        through = [i for i in item_ids if i not in mine]
+        if through:
+            self.backend.checkpoints.drop_holding(through)
         self.backend.erase(mine, tokens=tokens)
+
+    def _forget_saved_through(self, names: Sequence[str]) -> None:
+        """Drop the checkpoints of every fork below this scope that reads ``names`` through."""
+        for child in self.children():
+            prefix = id_prefix(child.namespace)
+            wanted = [prefix + name for name in names]
+            held = {item.id for item in self.backend.get_many(wanted)}
+            reading = [i for i in wanted if i not in held]
+            if reading:
+                self.backend.checkpoints.drop_holding(reading)
+                io = ScopeIO(self.backend, child.namespace, self.tier)
+                io._forget_saved_through([n for n in names if prefix + n not in held])
 
     def clear(self, scope: Filter) -> int:
         """Remove every item the scope sees: its forks detach first, it stops reading through."""
@@ -474,8 +494,10 @@ class ScopeIO:
         originals = [
             v for item in items for v in levels.variants(levels.local(item.id)[1], start=1)
         ]
-        self.backend.lineage.hide(self.namespace, self.tier, originals)
+        # The copy first: until the originals are hidden the nearest level (the copy) wins,
+        # so a failure between the two loses nothing.
         self.backend.add_many(list(items))
+        self.backend.lineage.hide(self.namespace, self.tier, originals)
 
     def _hide_through(self, levels: _Levels, item_ids: Sequence[str]) -> list[str]:
         """Hide the items of ``item_ids`` the scope sees through; return those it holds."""
@@ -511,7 +533,9 @@ class ScopeIO:
         for child in children:
             io = ScopeIO(self.backend, child.namespace, self.tier)
             prefix = id_prefix(child.namespace)
-            io._own(io._fresh(), [prefix + local(i)[1] for i in changed])
+            # Added ids too: an add that fails (an id held already) must not hide what the
+            # fork reads.
+            io._own(io._fresh(), [prefix + local(i)[1] for i in (*changed, *added)])
             self.backend.lineage.hide(child.namespace, self.tier, [mine + n for n in names])
 
 
@@ -522,14 +546,15 @@ def renamed(items: Iterable[ContextItem], source: str, target: str) -> list[Cont
 
 
 def _visible_hits(levels: _Levels, hits: Sequence[SearchHit]) -> list[SearchHit]:
-    kept = {item.id: item for item in levels.visible(hit.item for hit in hits)}
+    """``hits`` over every level as the scope sees them: best first, ties by the scope's id."""
+    shown = [hit for hit in hits if hit.item.id not in levels.hidden]
+    kept = {item.id: item for item in levels.visible(hit.item for hit in shown)}
     out: list[SearchHit] = []
-    for hit in hits:
-        adopted = levels.own_id(hit.item.id)
-        item = kept.pop(adopted, None)
-        if item is not None and hit.item.id not in levels.hidden:
+    for hit in shown:
+        item = kept.pop(levels.own_id(hit.item.id), None)
+        if item is not None:
             out.append(SearchHit(item, hit.score))
-    return out
+    return sorted(out, key=lambda hit: (-hit.score, hit.item.id))
 
 
 @attrs.frozen

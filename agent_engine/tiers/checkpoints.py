@@ -78,15 +78,12 @@ def rollback_plan(store: TierStore, checkpoint_id: str) -> RestorePlan:
 
 
 def plan_restore(store: TierStore, source: IO[str] | Path | str) -> RestorePlan:
-    """What restoring ``source`` (a snapshot of ``store``'s scope) would change; see above.
+    """What restoring ``source`` (a snapshot of ``store``'s scope) would change; nothing is written.
 
-    A fork is detached first (:meth:`~agent_engine.tiers.base.TierStore.detach`), and so is
-    every fork of the scope: neither reads anything different, and the plan then compares the
-    snapshot with all the scope reads, and leaves the forks as they are when it is carried
-    out. A snapshot of another scope is the caller's to refuse (the plan names its scope).
+    The snapshot is compared with all the scope reads (a fork's inherited items included).
+    A snapshot of another scope is the caller's to refuse (the plan names its scope).
     """
-    store.detach()
-    return restore_plan(store.backend, source)
+    return restore_plan(store.backend, source, current=store.inherited_view())
 
 
 def restore(store: TierStore, plan: RestorePlan) -> RestorePlan:
@@ -97,6 +94,8 @@ def restore(store: TierStore, plan: RestorePlan) -> RestorePlan:
             field="plan",
             value=plan.namespace,
         )
+    # A fork is detached first, and so is every fork of the scope: neither reads anything
+    # different, and the restore then writes the scope whole without reaching the forks.
     store.detach()
     return restore_scope(store.backend, plan)
 

@@ -32,7 +32,7 @@ from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
 from agent_engine.tiers.consolidation import TaskEnd, end_task
 from agent_engine.tiers.dedup import MergePolicy
 from agent_engine.tiers.forks import fork_scope
-from agent_engine.tiers.scope import task_namespace
+from agent_engine.tiers.scope import parse_task_namespace, task_namespace
 from agent_engine.tiers.signals import PromotionPreset
 
 __all__ = ["TaskMemoryStore", "task_namespace"]
@@ -148,10 +148,18 @@ class TaskMemoryStore(TierStore):
         )
 
     def get_stage_outputs(self, stage_id: str) -> list[ContextItem]:
-        """Everything recorded for a stage, in the order it happened."""
-        return self.query(
-            {"source": self._stage_source(stage_id)}, limit=None, order_by="+timestamp"
-        )
+        """Everything recorded for a stage, in the order it happened.
+
+        A fork's stages include what its ancestors recorded for them before it forked: their
+        items name the task that recorded them as their source.
+        """
+        tasks = [self.task_id]
+        for fork in self.lineage():
+            parsed = parse_task_namespace(fork.parent)
+            if parsed is not None:
+                tasks.append(parsed[2])
+        sources = [f"task/{task}/{stage_id}" for task in dict.fromkeys(tasks)]
+        return self.query({"source": {"$in": sources}}, limit=None, order_by="+timestamp")
 
     def on_state(self, state: TaskState) -> int:
         """Apply the task lifecycle: a terminal state clears the memory; returns items removed.

@@ -28,9 +28,12 @@ from agent_engine import (
     promote,
 )
 from agent_engine.embeddings import HashingEmbedder
+from agent_engine.filters import Condition, Filter, Op
 from agent_engine.memory import export_store, import_store, restore_plan, restore_scope
 from agent_engine.memory.inmemory import InMemoryBackend
-from agent_engine.tiers import SessionMemoryStore, TaskMemoryStore
+from agent_engine.tiers import AgingPolicy, SessionMemoryStore, TaskMemoryStore
+from agent_engine.tiers.aging import plan_compaction
+from agent_engine.tiers.checkpoints import rollback_plan
 
 PARENT = Task(id="plan", project_id="shop", user_id="ann")
 CHILD = Task(id="plan-b", project_id="shop", user_id="ann")
@@ -231,20 +234,105 @@ def test_forks_start_new_scopes_of_their_parents_kind(parent, stores):
     assert _texts(child) == _texts(parent)
 
 
-def test_erasing_in_the_parent_erases_the_forks_copies(parent):
-    child = parent.fork(CHILD)
-    grandchild = child.fork("plan-c")
-    child.update(attrs.evolve(child.require("sleep"), text="The login test sleeps a second"))
+def test_erasing_in_the_parent_reaches_what_forks_read_through(parent):
+    """A fork reading an erased item through loses it, and the checkpoints that saved it.
+
+    A fork that holds its own copy keeps it: that is its memory, to forget there.
+    """
+    reader = parent.fork(CHILD)
+    saved = reader.checkpoint()
+    changer = parent.fork("plan-c")
+    changer.update(attrs.evolve(changer.require("sleep"), text="The login test sleeps a second"))
     assert parent.forget("sleep") == 1
-    assert "sleep" not in _texts(child, View.ALL)
-    assert "sleep" not in _texts(grandchild, View.ALL)
+    assert "sleep" not in _texts(reader, View.ALL)
+    assert reader.checkpoints() == []
+    with pytest.raises(CheckpointNotFoundError):
+        reader.rollback(saved.id)
+    assert _texts(changer)["sleep"] == "The login test sleeps a second"
 
 
 def test_erasing_in_a_fork_only_hides_the_parents_item(parent):
     child = parent.fork(CHILD)
+    saved = child.checkpoint()
     assert child.forget("sleep") == 1
     assert "sleep" not in _texts(child, View.ALL)
     assert "sleep" in _texts(parent)
+    with pytest.raises(CheckpointNotFoundError):  # it saved what was forgotten
+        child.rollback(saved.id)
+
+
+def test_a_failed_add_in_the_parent_leaves_its_forks_alone(parent):
+    child = parent.fork(CHILD)
+    with pytest.raises(DuplicateItemError):
+        parent.add(parent.new_item("note", "again", id="sleep"))
+    assert _texts(child) == _texts(parent)
+    assert child.count() == 3
+
+
+def test_a_fork_finds_what_it_changed_by_what_it_said_before(parent):
+    """A search ranks the fork's own version, never the parent's original it hides."""
+    child = parent.fork(CHILD)
+    child.update(attrs.evolve(child.require("sleep"), text="The login test waits for ready"))
+    found = [h.item.text for h in child.search_text("login test sleeps", k=3)[1]]
+    assert found[0] == "The login test waits for ready"
+    assert "The login test sleeps one second" not in found
+
+
+def test_a_fork_pages_by_id_like_a_copy(parent):
+    child = parent.fork(CHILD)
+    first = child.query(None, limit=None, order_by="+id")
+    after = child.query(Filter((Condition("id", Op.GT, first[0].id),)), None, "+id")
+    assert [i.id for i in after] == [i.id for i in first[1:]]
+    assert child.query({"id": parent.scoped_id("sleep")}, limit=None) == []
+
+
+def test_a_fork_is_walked_by_id_within_an_instant(backend, clock):
+    """Compaction pages a run of one instant by id: a fork's run ends as a copy's would."""
+    at = clock()
+    parent = TaskMemoryStore("p", backend, clock=clock)
+    parent.add_many(
+        [parent.new_item("note", f"same instant {n}", id=f"n{n}", timestamp=at) for n in range(4)]
+    )
+    child = parent.fork("c")
+    plan = plan_compaction(child, AgingPolicy(), clock(), page_size=1)
+    assert plan.working == 4
+
+
+def test_an_import_into_a_fork_is_refused(parent):
+    child = parent.fork(CHILD)
+    elsewhere = TaskMemoryStore(CHILD, InMemoryBackend(embedder=HashingEmbedder(dim=64)))
+    elsewhere.add(elsewhere.new_item("note", "Other content", id="sleep"))
+    saved = io.StringIO()
+    export_store(elsewhere.backend, saved, namespace=child.namespace, tier=child.tier)
+    with pytest.raises(ExportFileError) as caught:
+        import_store(child.backend, io.StringIO(saved.getvalue()))
+    assert caught.value.field == "namespace"
+    assert _texts(child) == _texts(parent)
+
+
+def test_planning_a_rollback_writes_nothing(parent):
+    child = parent.fork(CHILD)
+    saved = child.checkpoint()
+    child.delete("ci")
+    plan = rollback_plan(child, saved.id)
+    assert [i.id for i in plan.add] == [child.scoped_id("ci")]
+    assert (plan.replace, plan.forget) == ((), ())
+    assert child.lineage()[0].detached is False
+    assert _physical(child) == 0
+    child.rollback(saved.id)
+    assert _texts(child) == _texts(parent)
+
+
+def test_a_forks_stages_include_its_parents(stores):
+    task = stores.task_store(PARENT)
+    task.add_stage_output("diagnose", "the test sleeps")
+    child = task.fork(CHILD)
+    child.add_stage_output("diagnose", "the fixture is slow")
+    assert [i.text for i in child.get_stage_outputs("diagnose")] == [
+        "the test sleeps",
+        "the fixture is slow",
+    ]
+    assert [i.text for i in task.get_stage_outputs("diagnose")] == ["the test sleeps"]
 
 
 def test_sessions_fork_too(backend, clock):
