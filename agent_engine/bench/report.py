@@ -16,6 +16,7 @@ from agent_engine.bench import (
     aging,
     deciding,
     dedup,
+    forks,
     ingesting,
     loop,
     prefix,
@@ -338,6 +339,12 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "## Aging: compaction against one full read",
             "",
             *aging.table(results["aging"]),
+        ]
+    if "forks" in results:
+        lines += [
+            "## Forks: a fork against a deep copy, a build over it against its parent",
+            "",
+            *forks.table(results["forks"]),
         ]
     if "conflicts" in results:
         lines += [

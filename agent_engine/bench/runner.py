@@ -20,6 +20,7 @@ from agent_engine.bench.conflicts import ConflictsConfig, run_conflicts
 from agent_engine.bench.currentness import MODES, CurrentnessConfig, run_currentness
 from agent_engine.bench.deciding import run_deciding
 from agent_engine.bench.dedup import EMBEDDERS, DedupBenchConfig, run_dedup
+from agent_engine.bench.forks import ForkBenchConfig, run_forks
 from agent_engine.bench.ingesting import IngestBenchConfig, run_ingest
 from agent_engine.bench.loop import LoopBenchConfig, run_loop
 from agent_engine.bench.prefix import FILLS, PrefixBenchConfig, run_prefix
@@ -40,6 +41,7 @@ PARTS = (
     "cost",
     "currentness",
     "aging",
+    "forks",
     "conflicts",
     "dedup",
     "redaction",
@@ -79,6 +81,7 @@ class SuiteOptions:
     """cost: load the stores without the write-time checks (:func:`~.cost.run_cell`)."""
     currentness: CurrentnessConfig = attrs.field(factory=CurrentnessConfig)
     aging: AgingBenchConfig = attrs.field(factory=AgingBenchConfig)
+    forks: ForkBenchConfig = attrs.field(factory=ForkBenchConfig)
     conflicts: ConflictsConfig = attrs.field(factory=ConflictsConfig)
     dedup: DedupBenchConfig = attrs.field(factory=DedupBenchConfig)
     redaction: RedactionBenchConfig = attrs.field(factory=RedactionBenchConfig)
@@ -156,6 +159,10 @@ def run_suite(options: SuiteOptions, progress: Progress | None = None) -> Path:
         cells = len(options.aging.sizes) * len(options.aging.backends)
         advance = progress("aging (cells)", cells) if progress else None
         results["aging"] = run_aging(options.aging, progress=advance)
+    if "forks" in options.parts:
+        cells = len(options.forks.sizes) * len(options.forks.backends)
+        advance = progress("forks (cells)", cells) if progress else None
+        results["forks"] = run_forks(options.forks, progress=advance)
     if "conflicts" in options.parts:
         embedder = _embedder(options.embedder or "hashing")
         runs = len(options.backends) * len(options.conflicts.modes)
@@ -417,6 +424,16 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         help=f"aging, comma-separated, of: {', '.join(cost_suite.backend_names())}",
     )
     parser.add_argument(
+        "--fork-sizes",
+        default=",".join(str(n) for n in ForkBenchConfig().sizes),
+        help="forks: sizes of the task forked",
+    )
+    parser.add_argument(
+        "--fork-backends",
+        default=",".join(ForkBenchConfig().backends),
+        help=f"forks, comma-separated, of: {', '.join(cost_suite.backend_names())}",
+    )
+    parser.add_argument(
         "--fillers",
         type=int,
         default=None,
@@ -505,6 +522,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
     named = {
         *args.backends.split(","),
         *args.aging_backends.split(","),
+        *args.fork_backends.split(","),
         *args.dedup_backends.split(","),
         *loop_backends,
     }
@@ -539,6 +557,9 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
         ),
         aging=AgingBenchConfig(
             sizes=parse_ints(args.aging_sizes), backends=tuple(args.aging_backends.split(","))
+        ),
+        forks=ForkBenchConfig(
+            sizes=parse_ints(args.fork_sizes), backends=tuple(args.fork_backends.split(","))
         ),
         conflicts=ConflictsConfig(**_given(fillers=args.fillers)),
         dedup=DedupBenchConfig(
