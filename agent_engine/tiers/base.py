@@ -977,6 +977,18 @@ class TierStore:
         """
         return _forks.lineage_of(self)
 
+    def _settings(self) -> dict[str, Any]:
+        """This store's settings, as keywords: what a fork of it is opened with."""
+        return {
+            "audit": self.audit,
+            "clock": self.clock,
+            "aging": self.aging,
+            "conflict_detection": self.conflict_detection,
+            "merge": self.merge,
+            "redaction": self.redaction,
+            "telemetry": self.telemetry,
+        }
+
     def reading(self) -> AbstractContextManager[None]:
         """Look this scope's lineage up once for the reads inside: one unit of work.
 

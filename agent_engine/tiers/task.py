@@ -209,13 +209,7 @@ class TaskMemoryStore(TierStore):
             self.backend,
             project_id=self.project_id,
             user_id=self.user_id,
-            audit=self.audit,
-            clock=self.clock,
-            aging=self.aging,
-            conflict_detection=self.conflict_detection,
-            merge=self.merge,
-            redaction=self.redaction,
-            telemetry=self.telemetry,
+            **self._settings(),
         )
         return fork_scope(self, child, checkpoint=checkpoint)
 
