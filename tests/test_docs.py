@@ -23,9 +23,9 @@ What differs from a reader's run, and why:
 - ``bench``: the documented arguments are first parsed verbatim by the runner's own parser
   (so every option, part and backend name it shows must be accepted), then the command runs
   smaller: ``--data`` names a tiny LoCoMo-format file the test writes (ten conversations of
-  four turns), ``--sizes`` is 100 (``--aging-sizes`` and ``--dedup-sizes`` 200,
-  ``--dedup-adds`` 4), ``--fillers`` 10 (conflicts and currentness), the embedder is
-  ``hashing`` and the cost, aging, conflicts, dedup and loop parts measure only the first
+  four turns), ``--sizes`` is 100 (``--aging-sizes``, ``--dedup-sizes`` and ``--fork-sizes``
+  200, ``--dedup-adds`` 4), ``--fillers`` 10 (conflicts and currentness), the embedder is
+  ``hashing`` and the cost, aging, forks, conflicts, dedup and loop parts measure only the first
   backend named (``memory`` when none is; the loop's reads none); the processes part loads
   200 items and runs 2 steps per process, in a round of the first process count named only
   (its store is the one named: a pgvector server starts), and the loop part builds 2
@@ -185,6 +185,7 @@ def _scaled(argv: tuple[str, ...], data: Path) -> list[str]:
     backends = args[args.index("--backends") + 1] if "--backends" in args else "memory"
     aging = args[args.index("--aging-backends") + 1] if "--aging-backends" in args else "memory"
     dedup = args[args.index("--dedup-backends") + 1] if "--dedup-backends" in args else "memory"
+    forks = args[args.index("--fork-backends") + 1] if "--fork-backends" in args else "memory"
     processes = args[args.index("--processes") + 1] if "--processes" in args else "1"
     loop = args[args.index("--loop-backends") + 1] if "--loop-backends" in args else ""
     for option, value in (
@@ -196,6 +197,8 @@ def _scaled(argv: tuple[str, ...], data: Path) -> list[str]:
         ("--aging-sizes", "200"),
         ("--aging-backends", aging.split(",")[0]),
         ("--dedup-sizes", "200"),
+        ("--fork-sizes", "200"),
+        ("--fork-backends", forks.split(",")[0]),
         ("--dedup-backends", dedup.split(",")[0]),
         ("--dedup-adds", "4"),
         ("--dedup-embedder", "hashing"),

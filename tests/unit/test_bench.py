@@ -29,7 +29,7 @@ from agent_engine.bench.quality import (
     with_ablations,
 )
 from agent_engine.bench.report import write_report
-from agent_engine.bench.runner import SuiteOptions, main, parse_ints, parse_options
+from agent_engine.bench.runner import PARTS, SuiteOptions, main, parse_ints, parse_options
 from agent_engine.bench.stress import STRESS, full_names, short_messages
 from agent_engine.bench.synthetic import MAX_PINNED, generate
 from agent_engine.embeddings import HashingEmbedder
@@ -346,11 +346,7 @@ class TestRunnerArguments:
         with pytest.raises(SystemExit) as exit_info:
             main(["quality", "speed"])
         assert exit_info.value.code == 2
-        parts = (
-            "quality, cost, currentness, aging, conflicts, dedup, redaction, decider, ingest, "
-            "query, prefix, loop, processes"
-        )
-        message = f"'speed' is not a part of the suite ({parts})"
+        message = f"'speed' is not a part of the suite ({', '.join(PARTS)})"
         assert message in capsys.readouterr().err
 
     def test_every_default_backend_has_a_factory(self):
