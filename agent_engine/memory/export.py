@@ -57,7 +57,7 @@ from agent_engine.memory.backend import MemoryBackend
 from agent_engine.memory.conflicts import Conflict
 from agent_engine.memory.copy import COPY_BATCH, check_vectors_fit, pages
 from agent_engine.memory.grants import Grant, check_agent, check_realm
-from agent_engine.memory.lineage import Fork, check_hidden
+from agent_engine.memory.lineage import Fork, check_hidden, reads_through
 from agent_engine.models import AuditAction, AuditEvent, ContextItem, Tier, utcnow
 from agent_engine.serde import from_dict, to_dict
 
@@ -446,8 +446,7 @@ def _check_whole(source: MemoryBackend, namespace: str | None, tier: Tier | None
     """
     if namespace is None or tier is None:
         return
-    fork = source.lineage.get(namespace, tier)
-    if fork is not None and not fork.detached:
+    if reads_through(source.lineage, namespace, tier):
         raise ValidationError(
             f"{tier.value} scope {namespace!r} is a fork that reads through its parent: export "
             "what its store reads (items=store.inherited_view())",
@@ -458,8 +457,7 @@ def _check_whole(source: MemoryBackend, namespace: str | None, tier: Tier | None
 
 def _check_unshared(target: MemoryBackend, plan: RestorePlan) -> None:
     """Refuse to restore a scope that shares memory with a fork (see :func:`restore_scope`)."""
-    fork = target.lineage.get(plan.namespace, plan.tier)
-    if (fork is not None and not fork.detached) or target.lineage.children(
+    if reads_through(target.lineage, plan.namespace, plan.tier) or target.lineage.children(
         plan.namespace, plan.tier
     ):
         raise ValidationError(
@@ -815,8 +813,7 @@ def _check_not_into_forks(target: MemoryBackend, items: Sequence[ContextItem]) -
     fork's store to say (:mod:`agent_engine.tiers.forks`); an import cannot.
     """
     for namespace, tier in {(item.namespace, item.tier) for item in items}:
-        fork = target.lineage.get(namespace, tier)
-        if fork is not None and not fork.detached:
+        if reads_through(target.lineage, namespace, tier):
             raise ExportFileError(
                 f"{tier.value} scope {namespace!r} is a fork that reads through its parent: "
                 "an import cannot tell what it reads; detach it first (its store's detach()) "

@@ -42,6 +42,7 @@ __all__ = [
     "check_scope",
     "check_unhidden",
     "fork_taken",
+    "reads_through",
 ]
 
 
@@ -151,6 +152,16 @@ class LineageStore(Protocol):
     def drop(self, namespace: str, tier: Tier) -> bool:
         """Forget the scope's fork record and its hidden ids; whether there was one."""
         ...
+
+
+def reads_through(lineage: LineageStore, namespace: str, tier: Tier) -> bool:
+    """Whether the scope is an attached fork: the backend holds only what it changed.
+
+    What every backend-level write or read of a whole scope (export, import, restore) must
+    refuse, since only the scope's store knows what it reads (:mod:`agent_engine.tiers.forks`).
+    """
+    fork = lineage.get(namespace, tier)
+    return fork is not None and not fork.detached
 
 
 def check_scope(namespace: object, tier: object) -> tuple[str, Tier]:

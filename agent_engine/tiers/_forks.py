@@ -313,12 +313,19 @@ class ScopeIO:
         return total
 
     def search(self, query: Query, k: int, where: Filter) -> list[SearchHit]:
-        if not self.levels().forked:
-            return self.backend.search(query, k, where)
-        return self.search_many([query], k, where)[0]
-
-    def search_many(self, queries: Sequence[Query], k: int, where: Filter) -> list[list[SearchHit]]:
         levels = self.levels()
+        if not levels.forked:
+            return self.backend.search(query, k, where)
+        return self.search_many([query], k, where, levels)[0]
+
+    def search_many(
+        self,
+        queries: Sequence[Query],
+        k: int,
+        where: Filter,
+        levels: _Levels | None = None,
+    ) -> list[list[SearchHit]]:
+        levels = levels or self.levels()
         if not levels.forked:
             return self.backend.search_many(queries, k, where)
         found = []
@@ -447,10 +454,9 @@ class ScopeIO:
 
     def clear(self, scope: Filter) -> int:
         """Remove every item the scope sees: its forks detach first, it stops reading through."""
-        self.detach_children()
         levels = self._fresh()
         seen = self.count(scope, levels) if levels.forked else None
-        self.detach(copy=False)
+        self.detach(copy=False)  # its forks first
         removed = self.backend.clear(scope)
         return removed if seen is None else seen
 

@@ -1012,9 +1012,10 @@ class TierStore:
 
         What a checkpoint of a fork saves, since the backend holds only what it changed.
         """
-        if not self._io.levels().forked:
+        levels = self._io.levels()
+        if not levels.forked:
             return None
-        return self._io.query(self._views[View.ALL], None, "+id")
+        return self._io.query(self._views[View.ALL], None, "+id", levels)
 
     def conflicts(
         self, include_resolved: bool = False, *, limit: int | None = None
