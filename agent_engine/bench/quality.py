@@ -11,6 +11,10 @@ asks ``build_context`` for a context under each budget, once per policy. Scores:
   answers are paraphrased or dated ("7 May 2023" for a turn that says "yesterday"), so this
   is low for every row; it is measured the same way for every row, summary or not.
 
+With ``QualityConfig(rerank=...)`` or ``QualityConfig(diversity=...)`` every policy is
+measured again, as ``<policy>+rerank`` or ``<policy>+diverse``, by an assembler with that
+stage on, on the same stores.
+
 With ``QualityConfig(summary=...)`` every policy is measured a second time, as
 ``<policy>+summary``, by an assembler that summarizes what it leaves out for lack of room
 (:mod:`agent_engine.assembler.summary`). There an evidence turn counts when the context holds
@@ -39,6 +43,7 @@ import attrs
 
 from agent_engine.assembler._cut import CUT_MARK
 from agent_engine.assembler.assembler import AssemblerConfig, ContextAssembler
+from agent_engine.assembler.diversity import Diversity
 from agent_engine.assembler.package import ContextPackage, Selection
 from agent_engine.assembler.policies import (
     DEFAULT_POLICIES,
@@ -65,6 +70,7 @@ from agent_engine.tokens import DEFAULT_COUNTER, TokenCounter
 __all__ = [
     "ABLATIONS",
     "BASELINES",
+    "DIVERSE_SUFFIX",
     "LOW_OVERLAP",
     "LOW_OVERLAP_SHARE",
     "MIN_FRAGMENT_WORDS",
@@ -101,6 +107,10 @@ Measured with BM25's own analysis, the speaker's label included: these are the q
 lexical signal has least to say about (a paraphrase of the memory), about 15% of LoCoMo's."""
 RERANK_SUFFIX = "+rerank"
 """What a policy's name gets in the rows measured with a reranker stage."""
+DIVERSE_SUFFIX = "+diverse"
+"""What a policy's name gets in the rows measured with diversity caps."""
+SUFFIXES = {SUMMARY_SUFFIX: "summary", RERANK_SUFFIX: "rerank", DIVERSE_SUFFIX: "diversity"}
+"""Each row suffix and the ``QualityConfig`` (and ``AssemblerConfig``) field it measures."""
 
 MIN_FRAGMENT_WORDS = 3
 """The fewest words of a turn a summary line must show for the turn to count as in it."""
@@ -129,6 +139,8 @@ class QualityConfig:
     """Measure every policy with this summary section too (rows ``<policy>+summary``)."""
     rerank: RerankConfig | None = None
     """Measure every policy with this reranker stage too (rows ``<policy>+rerank``)."""
+    diversity: Diversity | None = None
+    """Measure every policy with these diversity caps too (rows ``<policy>+diverse``)."""
     ablations: bool = False
     """Measure the default policy again without each of its signals (rows ``hybrid-no-*``)."""
     stress: tuple[str, ...] = attrs.field(default=(), converter=tuple)
@@ -149,25 +161,25 @@ class QualityConfig:
             )
 
     def variants(self) -> tuple[str, ...]:
-        """The rows measured: each policy, and each with a summary or a reranker when set."""
+        """The rows measured: each policy, and each with a summary, reranker or caps when set."""
         rows = list(self.policies)
         if self.ablations:
             rows += [name for name in ABLATIONS if name not in rows]
-        for suffix, setting in ((SUMMARY_SUFFIX, self.summary), (RERANK_SUFFIX, self.rerank)):
-            if setting is not None:
+        for suffix, setting in SUFFIXES.items():
+            if getattr(self, setting) is not None:
                 rows += [f"{policy}{suffix}" for policy in self.policies]
         return tuple(rows)
 
 
 def _without(
-    name: str, *, sources: frozenset[str] = frozenset(), strip: bool = True, **weights: float
+    name: str, *, sources: frozenset[str] = frozenset(), strip: bool = True, **settings: object
 ) -> Callable[[Policy], Policy]:
-    """The default policy less some of its sources and weights, as the ablation ``name``."""
+    """The default policy less some of its sources and settings, as the ablation ``name``."""
 
     def ablate(hybrid: Policy) -> Policy:
         scorer = copy.copy(hybrid.scorer)
-        for weight, value in weights.items():
-            setattr(scorer, weight, value)
+        for setting, value in settings.items():
+            setattr(scorer, setting, value)
         return Policy(name, scorer, hybrid.sources - sources, strip_sources=strip)
 
     return ablate
@@ -183,6 +195,7 @@ ABLATIONS: Mapping[str, Callable[[Policy], Policy]] = {
     ),
     "hybrid-no-names": _without("hybrid-no-names", strip=False, source_boost=0.0),
     "hybrid-no-importance": _without("hybrid-no-importance", importance_weight=0.0),
+    "hybrid-fixed-smoothing": _without("hybrid-fixed-smoothing", smoothing_words=None),
     "hybrid-adaptive": _without("hybrid-adaptive", lexical_confidence=True),
 }
 """Each of the default policy's signals taken out, one at a time: what each contributes.
@@ -190,8 +203,9 @@ ABLATIONS: Mapping[str, Callable[[Policy], Policy]] = {
 ``-lexical`` and ``-dense`` drop the signal's search as well as its weight (no candidates
 from it), ``-neighbours`` the session neighbours and the smoothing over them, ``-names`` the
 boost of a source the question names (and the stripping of its name from the dense query),
-``-importance`` the importance prior; and one row adds a signal: ``-adaptive`` scales the
-lexical weight to the query (``HybridScorer(lexical_confidence=True)``)."""
+``-importance`` the importance prior, ``-fixed-smoothing`` the smoothing weight's growth for
+short messages (``HybridScorer(smoothing_words=None)``); and one row adds a signal:
+``-adaptive`` scales the lexical weight to the query (``HybridScorer(lexical_confidence=True)``)."""
 
 
 def with_ablations(policies: Mapping[str, Policy]) -> dict[str, Policy]:
@@ -301,15 +315,15 @@ def _measure(
     """One conversation's records: each question, each row, every budget; progress per question."""
     records: list[dict[str, Any]] = []
     plain, task = conversation_stores(conversation, embedder, counter, config, policies)
-    summarizing = _beside(plain, summary=config.summary)
-    assemblers = _variants(plain, summarizing, config)
+    assemblers = _variants(plain, config)
     texts = {item.id: item.text for item in conversation.items}
     for question in conversation.questions:
         evidence = set(question.evidence)
         shared = overlap(question.text, (texts[t] for t in evidence if t in texts))
         for variant in config.variants():
-            policy = variant.removesuffix(SUMMARY_SUFFIX).removesuffix(RERANK_SUFFIX)
+            policy, suffix = _policy_of(variant)
             assembler = assemblers[variant]
+            summarizing = suffix == SUMMARY_SUFFIX
             record: dict[str, Any] = {
                 "stress": stress,
                 "overlap": shared,
@@ -321,7 +335,7 @@ def _measure(
                 "full": {},
                 "answer": {},
             }
-            if assembler is summarizing:
+            if summarizing:
                 record.update(items={}, shown={})
             largest = None
             for budget in sorted(config.budgets):
@@ -331,7 +345,7 @@ def _measure(
                 )
                 included = {turn_id(selection) for selection in package.selections}
                 found = len(evidence & included)
-                if assembler is summarizing:
+                if summarizing:
                     fragments = summarized(package, evidence - included, texts)
                     record["items"][budget] = found / len(evidence)
                     record["shown"][budget] = sorted(fragments.values())
@@ -351,26 +365,31 @@ def _measure(
     return records
 
 
-def _variants(
-    plain: ContextAssembler, summarizing: ContextAssembler | None, config: QualityConfig
-) -> dict[str, ContextAssembler]:
+def _policy_of(variant: str) -> tuple[str, str]:
+    """The policy a row measures and its suffix (``""`` for a plain row)."""
+    for suffix in SUFFIXES:
+        if variant.endswith(suffix):
+            return variant.removesuffix(suffix), suffix
+    return variant, ""
+
+
+def _variants(plain: ContextAssembler, config: QualityConfig) -> dict[str, ContextAssembler]:
     """The assembler each row is measured with: ``plain``, or one beside it on its stores."""
-    reranking = _beside(plain, rerank=config.rerank)
+    beside = {
+        suffix: _beside(plain, **{setting: getattr(config, setting)})
+        for suffix, setting in SUFFIXES.items()
+    }
     chosen: dict[str, ContextAssembler] = {}
     for variant in config.variants():
-        if variant.endswith(SUMMARY_SUFFIX) and summarizing is not None:
-            chosen[variant] = summarizing
-        elif variant.endswith(RERANK_SUFFIX) and reranking is not None:
-            chosen[variant] = reranking
-        else:
-            chosen[variant] = plain
+        _, suffix = _policy_of(variant)
+        chosen[variant] = beside.get(suffix) or plain
     return chosen
 
 
 def _beside(plain: ContextAssembler, **setting: Any) -> ContextAssembler | None:
     """An assembler like ``plain`` on its stores, with one more setting; ``None`` without it.
 
-    The setting is an ``AssemblerConfig`` field: a summary, a reranker.
+    The setting is an ``AssemblerConfig`` field: a summary, a reranker, diversity caps.
     """
     if all(value is None for value in setting.values()):
         return None

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from agent_engine.assembler.diversity import Diversity
 from agent_engine.assembler.rerank import DEFAULT_RERANK_TOP, CrossEncoderReranker, RerankConfig
 from agent_engine.assembler.summary import ExtractiveSummarizer, SummaryConfig
 from agent_engine.bench import cost as cost_suite
@@ -340,14 +341,22 @@ def _quality_arguments(parser: Any) -> None:
         "--ablations",
         action="store_true",
         help="quality: measure the default policy without each of its signals too "
-        "(rows hybrid-no-lexical, -dense, -neighbours, -names, -importance), and with "
-        "the adaptive fusion (hybrid-adaptive)",
+        "(rows hybrid-no-lexical, -dense, -neighbours, -names, -importance, "
+        "hybrid-fixed-smoothing), and with the adaptive fusion (hybrid-adaptive)",
     )
     parser.add_argument(
         "--stress",
         default="",
         help="quality: also measure stressed copies of each conversation, each a group of its "
         f"own (comma-separated: {', '.join(STRESS)})",
+    )
+    parser.add_argument(
+        "--diversity",
+        type=int,
+        default=None,
+        metavar="PER_SESSION",
+        help="quality: measure every policy with at most this many candidates of one session "
+        "before the rest too (rows <policy>+diverse)",
     )
     parser.add_argument(
         "--reranker",
@@ -548,6 +557,7 @@ def parse_options(argv: Sequence[str] | None = None) -> SuiteOptions:
             summary=_summary(args),
             ablations=args.ablations,
             stress=tuple(name for name in args.stress.split(",") if name),
+            diversity=None if args.diversity is None else Diversity(per_session=args.diversity),
         ),
         sizes=parse_ints(args.sizes),
         backends=tuple(args.backends.split(",")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from datetime import UTC, datetime, timedelta
 
 import attrs
@@ -25,7 +26,8 @@ from agent_engine import (
 )
 from agent_engine.assembler import Candidates, HybridScorer, RandomScorer, RRFScorer
 from agent_engine.assembler.candidates import GatherLimits, strip_names
-from agent_engine.assembler.policies import lexical_coverage
+from agent_engine.assembler.policies import lexical_coverage, median_words
+from agent_engine.errors import ValidationError
 from agent_engine.retrieval.names import named
 
 NOW = datetime(2024, 3, 1, 9, tzinfo=UTC)
@@ -244,17 +246,66 @@ class TestHybrid:
         candidates = crafted([("hit", {}), ("miss", {})], lexical={"hit": 2.0, "miss": 0.0})
         assert HybridScorer(importance_weight=0)(candidates) == {"hit": 1.0, "miss": 0.0}
 
-    def test_smoothing_lifts_the_turn_next_to_a_match(self):
-        """A turn within four places of a match gains half its score; one further away does not."""
-        candidates = crafted(
-            [("match", {}), ("next", {}), ("far", {}), ("alone", {})],
+    @staticmethod
+    def session(words_each):
+        """Four turns of ``words_each`` words: a match, its neighbour, one too far, one alone."""
+        return crafted(
+            [(i, {"text": " ".join([i] * words_each)}) for i in ("match", "next", "far", "alone")],
             lexical={"match": 3.0, "next": 0.0, "far": 0.0, "alone": 0.0},
             neighbours={"next": [("match", -1), ("far", 2)], "far": [("match", -5)]},
         )
-        smoothed = self.scorer(candidates)
+
+    def test_smoothing_lifts_the_turn_next_to_a_match(self):
+        """A turn within four places of a match gains half its score; one further away does not."""
+        smoothed = self.scorer(self.session(words_each=20))
         assert smoothed["next"] - smoothed["alone"] == pytest.approx(0.5)
         assert smoothed["far"] == pytest.approx(smoothed["alone"])
         assert smoothed["match"] > smoothed["next"] > smoothed["far"]
+
+    @pytest.mark.parametrize(
+        ("words_each", "weight"),
+        [
+            pytest.param(40, 0.5, id="long-turns"),
+            pytest.param(15, 0.5, id="at-the-threshold"),
+            pytest.param(10, 0.75, id="shorter"),
+            pytest.param(3, 1.2, id="capped"),
+            pytest.param(0, 1.2, id="empty-texts"),
+        ],
+    )
+    def test_smoothing_grows_as_messages_shorten(self, words_each, weight):
+        """Under 15 words per item the weight grows as 0.5 x 15 / median words, up to 1.2."""
+        candidates = self.session(words_each)
+        if words_each == 0:
+            candidates = attrs.evolve(
+                candidates,
+                items={i: attrs.evolve(item, text="") for i, item in candidates.items.items()},
+            )
+        assert self.scorer.smoothing_weight(candidates) == pytest.approx(weight)
+        smoothed = self.scorer(candidates)
+        assert smoothed["next"] - smoothed["alone"] == pytest.approx(weight)
+
+    def test_a_few_long_items_do_not_move_the_median(self):
+        """The weight follows the median item, so one long item among short ones changes nothing."""
+        candidates = self.session(words_each=5)
+        long = attrs.evolve(candidates.items["alone"], text="word " * 500)
+        mixed = attrs.evolve(candidates, items={**candidates.items, "alone": long})
+        assert median_words(mixed) == 5
+        assert self.scorer.smoothing_weight(mixed) == pytest.approx(1.2)
+
+    def test_fixed_smoothing_when_asked(self):
+        """``smoothing_words=None`` keeps the weight, a weight over the cap is not lowered."""
+        short = self.session(words_each=2)
+        assert HybridScorer(smoothing_words=None).smoothing_weight(short) == 0.5
+        assert HybridScorer(smoothing=1.5).smoothing_weight(short) == 1.5
+        assert HybridScorer(smoothing=0.0).smoothing_weight(short) == 0.0
+
+    @pytest.mark.parametrize(
+        ("setting", "value"),
+        [("smoothing_words", 0), ("smoothing_words", -3.0), ("max_smoothing", -0.1)],
+    )
+    def test_bad_smoothing_settings_are_refused(self, setting, value):
+        with pytest.raises(ValidationError, match=setting):
+            HybridScorer(**{setting: value})
 
     @pytest.mark.parametrize(
         ("named", "boosted"),
@@ -320,7 +371,9 @@ class TestHybrid:
         importance = data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n))
         vocabulary = ["deploy", "retry", "timeout", "cache"]
         words = st.lists(st.sampled_from(vocabulary), min_size=1, max_size=3)
-        texts = [" ".join(data.draw(words)) for _ in ids]
+        texts = [
+            " ".join(data.draw(st.lists(st.sampled_from(vocabulary), max_size=30))) for _ in ids
+        ]
         query = " ".join(data.draw(words))
         candidates = crafted(
             [
@@ -356,12 +409,15 @@ class TestHybrid:
             i: weights[0] * normalized(lexical)[i] + weights[1] * normalized(dense)[i] for i in ids
         }
         recency = scorer.recency(candidates)
+        # The smoothing weight: 0.5, grown as 0.5 x 15 / median words under 15, up to 1.2.
+        median = max(statistics.median(len(t.split()) for t in texts), 1)
+        smoothing = min(0.5 * max(1.0, 15 / median), 1.2)
         expected = {}
         for i, src, imp in zip(ids, sources, importance, strict=True):
             near = [max(base.get(o, 0.0), 0.0) for o, off in neighbours.get(i, ()) if abs(off) <= 4]
             expected[i] = (
                 base[i]
-                + (0.5 * max(near) if near else 0.0)
+                + (smoothing * max(near) if near else 0.0)
                 + (0.3 if len(named) == 1 and src in named else 0.0)
                 + 0.1 * imp
                 + 0.05 * recency[i]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from typing import ClassVar
 
 import attrs
 import pytest
 
 from agent_engine import ValidationError
 from agent_engine.assembler import ContextPackage, Layout, RerankConfig, Summary, SummaryConfig
+from agent_engine.assembler.diversity import Diversity
 from agent_engine.assembler.policies import DEFAULT_POLICIES, DENSE, LEXICAL, NEIGHBOURS
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
@@ -239,6 +241,47 @@ class TestRerankRows:
         assert "| recency+rerank |" in report
 
 
+class TestDiverseRows:
+    THREAD: ClassVar = {
+        "sample_id": "conv-thread",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": f"D1:{n}", "text": f"My cat sleeps, cat nap {n}."}
+                for n in range(1, 5)
+            ],
+            "session_2_date_time": "9:00 am on 9 May, 2023",
+            "session_2": [{"speaker": "Bob", "dia_id": "D2:1", "text": "Her cat is Miso."}],
+        },
+        "qa": [{"question": "Cat name?", "answer": "Miso", "evidence": ["D2:1"], "category": 4}],
+    }
+
+    def test_a_cap_per_session_lets_another_session_in(self, tmp_path):
+        """One session's four cat turns outrank the answer; capped at one, the answer comes in."""
+        path = tmp_path / "locomo10.json"
+        path.write_text(json.dumps([self.THREAD]), encoding="utf-8")
+        config = QualityConfig(
+            budgets=(40, 4096),
+            policies=("lexical",),
+            live_turns=0,
+            diversity=Diversity(per_session=1),
+        )
+        result = run_quality(locomo.load(path), HashingEmbedder(dim=64), config=config)
+        rows = result["summary"]["tuning (0-4)"]
+        assert set(rows) == {"lexical", "lexical+diverse"}
+        plain, diverse = rows["lexical"]["overall"], rows["lexical+diverse"]["overall"]
+        assert plain["recall"]["40"] == 0.0
+        assert diverse["recall"]["40"] == 1.0
+        assert diverse["recall"]["4096"] == plain["recall"]["4096"] == 1.0
+
+    def test_the_option(self):
+        options = parse_options(["quality", "--diversity", "3"])
+        assert options.quality.diversity == Diversity(per_session=3)
+        assert parse_options(["quality"]).quality.diversity is None
+
+
 class TestLowOverlap:
     def test_the_share_of_the_questions_terms_its_evidence_holds(self):
         """BM25's analysis: stopwords out, light stems, the speaker's label counted."""
@@ -273,10 +316,12 @@ class TestAblationRows:
         assert policies["hybrid-no-names"].strip_sources is False
         assert policies["hybrid-no-importance"].scorer.importance_weight == 0.0
         assert policies["hybrid-adaptive"].scorer.lexical_confidence is True
+        assert policies["hybrid-fixed-smoothing"].scorer.smoothing_words is None
         # The default policy itself is untouched.
         assert hybrid.scorer.lexical_weight > 0
         assert hybrid.scorer.smoothing > 0
         assert hybrid.scorer.lexical_confidence is False
+        assert hybrid.scorer.smoothing_words is not None
         assert hybrid.sources == frozenset({DENSE, LEXICAL, NEIGHBOURS})
 
     def test_the_rows(self, data):
