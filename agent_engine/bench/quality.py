@@ -142,7 +142,9 @@ class QualityConfig:
     diversity: Diversity | None = None
     """Measure every policy with these diversity caps too (rows ``<policy>+diverse``)."""
     ablations: bool = False
-    """Measure the default policy again without each of its signals (rows ``hybrid-no-*``)."""
+    """Measure the default policy again without each of its signals (rows ``hybrid-no-*``).
+
+    Without it, ``policies`` may still name single :data:`ABLATIONS` rows."""
     stress: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     """Measure each conversation's stressed copies too (:data:`~agent_engine.bench.stress.
     STRESS` names), each reported as a group of its name; the other groups stay the plain
@@ -209,8 +211,10 @@ short messages (``HybridScorer(smoothing_words=None)``); and one row adds a sign
 
 
 def with_ablations(policies: Mapping[str, Policy]) -> dict[str, Policy]:
-    """``policies`` and the :data:`ABLATIONS` of its ``hybrid`` policy."""
-    hybrid = policies["hybrid"]
+    """``policies`` and the :data:`ABLATIONS` of its ``hybrid`` policy (none without one)."""
+    hybrid = policies.get("hybrid")
+    if hybrid is None:
+        return dict(policies)
     return {**policies, **{name: ablate(hybrid) for name, ablate in ABLATIONS.items()}}
 
 
@@ -276,7 +280,8 @@ def run_quality(
     custom policy can be measured beside the shipped ones.
     """
     config = config or QualityConfig()
-    policies = with_ablations(policies) if config.ablations else policies
+    # Every ablation row can be named in ``config.policies``; ``ablations`` measures them all.
+    policies = with_ablations(policies)
     records: list[dict[str, Any]] = []
     for original in conversations:
         for stress in ("", *config.stress):

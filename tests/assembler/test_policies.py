@@ -247,11 +247,13 @@ class TestHybrid:
         assert HybridScorer(importance_weight=0)(candidates) == {"hit": 1.0, "miss": 0.0}
 
     @staticmethod
-    def session(words_each):
-        """Four turns of ``words_each`` words: a match, its neighbour, one too far, one alone."""
+    def session(words_each, quiet=6):
+        """Turns of ``words_each`` words: a match, its neighbour, one too far, one alone, and
+        ``quiet`` others, so the pool fills a smoothing window (nine items) by default."""
+        turns = ("match", "next", "far", "alone", *(f"quiet{n}" for n in range(quiet)))
         return crafted(
-            [(i, {"text": " ".join([i] * words_each)}) for i in ("match", "next", "far", "alone")],
-            lexical={"match": 3.0, "next": 0.0, "far": 0.0, "alone": 0.0},
+            [(i, {"text": " ".join([i] * words_each)}) for i in turns],
+            lexical=dict.fromkeys(turns, 0.0) | {"match": 3.0},
             neighbours={"next": [("match", -1), ("far", 2)], "far": [("match", -5)]},
         )
 
@@ -291,6 +293,13 @@ class TestHybrid:
         mixed = attrs.evolve(candidates, items={**candidates.items, "alone": long})
         assert median_words(mixed) == 5
         assert self.scorer.smoothing_weight(mixed) == pytest.approx(1.2)
+
+    def test_a_pool_smaller_than_one_window_keeps_the_weight(self):
+        """Fewer than nine items (2 x radius + 1) say too little about a store's messages."""
+        assert self.scorer.smoothing_weight(self.session(words_each=3, quiet=4)) == 0.5
+        assert self.scorer.smoothing_weight(self.session(words_each=3, quiet=5)) == 1.2
+        assert HybridScorer(radius=2).smoothing_weight(self.session(3, quiet=0)) == 0.5
+        assert HybridScorer(radius=2).smoothing_weight(self.session(3, quiet=1)) == 1.2
 
     def test_fixed_smoothing_when_asked(self):
         """``smoothing_words=None`` keeps the weight, a weight over the cap is not lowered."""
@@ -409,9 +418,10 @@ class TestHybrid:
             i: weights[0] * normalized(lexical)[i] + weights[1] * normalized(dense)[i] for i in ids
         }
         recency = scorer.recency(candidates)
-        # The smoothing weight: 0.5, grown as 0.5 x 15 / median words under 15, up to 1.2.
+        # The smoothing weight: 0.5, grown as 0.5 x 15 / median words under 15, up to 1.2,
+        # once the pool fills a window of nine items.
         median = max(statistics.median(len(t.split()) for t in texts), 1)
-        smoothing = min(0.5 * max(1.0, 15 / median), 1.2)
+        smoothing = min(0.5 * max(1.0, 15 / median), 1.2) if n > 8 else 0.5
         expected = {}
         for i, src, imp in zip(ids, sources, importance, strict=True):
             near = [max(base.get(o, 0.0), 0.0) for o, off in neighbours.get(i, ()) if abs(off) <= 4]

@@ -324,6 +324,13 @@ class TestAblationRows:
         assert hybrid.scorer.smoothing_words is not None
         assert hybrid.sources == frozenset({DENSE, LEXICAL, NEIGHBOURS})
 
+    def test_one_row_named_without_the_rest(self, data):
+        config = QualityConfig(
+            budgets=(4096,), policies=("hybrid", "hybrid-fixed-smoothing"), live_turns=0
+        )
+        result = run_quality(locomo.load(data), HashingEmbedder(dim=64), config=config)
+        assert set(result["summary"]["tuning (0-4)"]) == {"hybrid", "hybrid-fixed-smoothing"}
+
     def test_the_rows(self, data):
         config = QualityConfig(budgets=(4096,), policies=("hybrid",), live_turns=0, ablations=True)
         result = run_quality(locomo.load(data), HashingEmbedder(dim=64), config=config)
