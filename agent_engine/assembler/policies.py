@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from agent_engine import _validate
 from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Tier
 from agent_engine.retrieval.fusion import fused_array, rrf
@@ -306,13 +307,13 @@ class HybridScorer:
         smoothing_words: float | None = SMOOTHING_WORDS,
         max_smoothing: float = MAX_SMOOTHING,
     ) -> None:
-        if smoothing_words is not None and not smoothing_words > 0:
+        if smoothing_words is not None and _validate.real("smoothing_words", smoothing_words) <= 0:
             raise ValidationError(
                 f"smoothing_words must be positive or None, got {smoothing_words!r}",
                 field="smoothing_words",
                 value=smoothing_words,
             )
-        if not max_smoothing >= 0:
+        if _validate.real("max_smoothing", max_smoothing) < 0:
             raise ValidationError(
                 f"max_smoothing must be 0 or more, got {max_smoothing!r}",
                 field="max_smoothing",

@@ -310,7 +310,13 @@ class TestHybrid:
 
     @pytest.mark.parametrize(
         ("setting", "value"),
-        [("smoothing_words", 0), ("smoothing_words", -3.0), ("max_smoothing", -0.1)],
+        [
+            ("smoothing_words", 0),
+            ("smoothing_words", -3.0),
+            ("smoothing_words", "15"),
+            ("max_smoothing", -0.1),
+            ("max_smoothing", float("nan")),
+        ],
     )
     def test_bad_smoothing_settings_are_refused(self, setting, value):
         with pytest.raises(ValidationError, match=setting):
