@@ -924,7 +924,7 @@ class BackendFuzz:
     ) -> None:
         """Tier store reads and writes by id, and promotion: refused naming the argument."""
         project = ProjectMemoryStore("fuzz", backend)
-        task = TaskMemoryStore("fuzz", backend)
+        task = TaskMemoryStore("fuzz", backend, project_id="fuzz")
         _reseed(backend, namespace=project.namespace)
         _reseed(backend, namespace=task.namespace, tier=Tier.TASK)
         calls: dict[str, tuple[Callable[[], Any], set[str | None]]] = {

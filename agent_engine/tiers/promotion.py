@@ -12,6 +12,12 @@ or, under the target's merge policy, a near-duplicate of its kind
 instead (importance + 0.1, capped at 1; access count + 1; the original joins its
 ``merged_from``; seed 001 section 12) and the result says it was a duplicate. Promoting into
 global memory asks for confirmation first.
+
+A promotion stays with the memory's owners: a task's or a session's item goes into its own
+project (and a task's into a session of its own user), never another's, since the target is a
+store like any other and the source's scope says whose the item is
+(:func:`~agent_engine.tiers.scope.owner`). A project item may go into any user's global
+memory: a project has no single user.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from agent_engine.models import (
 )
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.dedup import find_duplicate
+from agent_engine.tiers.scope import owner
 
 __all__ = ["PromotionResult", "promote"]
 
@@ -102,6 +109,7 @@ def _promote(
             field="tier",
             value=(source.tier.value, target.tier.value),
         )
+    _check_owners(source, target)
     _validate.text("reason", reason)
     original = source.require(item_id)
     embedder = target.query_embedder
@@ -136,6 +144,20 @@ def _promote(
         boosted = target.reinforce(existing, original, detail)
         return PromotionResult(boosted, duplicate=True, similarity=similarity)
     return PromotionResult(target.receive(copy, detail), duplicate=False)
+
+
+def _check_owners(source: TierStore, target: TierStore) -> None:
+    """Refuse a target of another project or user than the source's (see the module)."""
+    for part, mine, theirs in zip(
+        ("project", "user"), owner(source.namespace), owner(target.namespace), strict=True
+    ):
+        if mine is not None and theirs is not None and mine != theirs:
+            raise ValidationError(
+                f"cannot promote from {source.namespace} into {target.namespace}: the item "
+                f"belongs to {part} {mine!r}, the target to {part} {theirs!r}",
+                field="target",
+                value=target.namespace,
+            )
 
 
 def _landing_status(original: ContextItem, *, quarantine: bool) -> Status:

@@ -35,6 +35,7 @@ __all__ = [
     "global_namespace",
     "id_prefix",
     "local_id",
+    "owner",
     "parse_pool_namespace",
     "parse_session_namespace",
     "parse_task_namespace",
@@ -156,6 +157,23 @@ def parse_pool_namespace(namespace: str) -> tuple[str, str] | None:
     """The (project, pool) a pool namespace was built from, or ``None``."""
     found = _parse_owned(_POOL_PREFIX, namespace, 2)
     return None if found is None else (found[0], found[1])
+
+
+def owner(namespace: str) -> tuple[str | None, str | None]:
+    """The project and the user a namespace belongs to (``None`` for what it does not name).
+
+    A task's or a session's memory names both, a project's memory and its pools the project,
+    a user's global memory the user; a namespace of no known shape names neither.
+    """
+    if namespace.startswith("project:"):
+        return namespace.removeprefix("project:"), None
+    if namespace.startswith("global:"):
+        return None, namespace.removeprefix("global:")
+    owned = parse_task_namespace(namespace) or parse_session_namespace(namespace)
+    if owned is not None:
+        return owned[0], owned[1]
+    pool = parse_pool_namespace(namespace)
+    return (pool[0], None) if pool is not None else (None, None)
 
 
 def id_prefix(namespace: str) -> str:

@@ -24,7 +24,7 @@ class TestEraseRedaction:
     def test_many_erased_sources_are_redacted_in_one_update_per_table(self, sql_url):
         """Five promoted sources erased at once: copies and events lose the ids, in two UPDATEs."""
         with SQLAlchemyBackend(sql_url) as backend:
-            task = TaskMemoryStore("t", backend)
+            task = TaskMemoryStore("t", backend, project_id="p")
             project = ProjectMemoryStore("p", backend)
             sources = [task.add_reasoning(f"step {n} worked", f"s{n}") for n in range(5)]
             copies = [promote(task, project, source.id).item for source in sources]

@@ -22,7 +22,7 @@ def actions(backend, namespace):
 class TestJournal:
     def test_every_mutation_is_recorded(self, backend, clock):
         """add, update, pin, unpin, delete, promote, eviction and clear each leave an event."""
-        task = TaskMemoryStore("t", backend, clock=clock)
+        task = TaskMemoryStore("t", backend, project_id="p", clock=clock)
         project = ProjectMemoryStore("p", backend, max_items=3, clock=clock)
         item = project.add_decision("d0", importance=0.1)
         project.update(attrs.evolve(item, text="d0 revised"))

@@ -111,7 +111,7 @@ class TestDetection:
 
     def test_a_promoted_copy_is_checked(self, backend, project, clock):
         """What a promotion stores in a scope is set against that scope like any add."""
-        task = TaskMemoryStore("t", backend, clock=clock)
+        task = TaskMemoryStore("t", backend, project_id="shop", clock=clock)
         kept = project.add_convention(ALWAYS, "git")
         copy = promote(task, project, task.add_reasoning(NEVER, "plan").id).item
         assert [c.item_ids for c in project.conflicts()] == [(kept.id, copy.id)]

@@ -385,7 +385,7 @@ class TestForgetAndPromote:
         assert ERASED_PREFIX in text
 
     def test_promoting_a_near_duplicate_reinforces_the_held_item(self, backend, clock):
-        task = TaskMemoryStore("t", backend, clock=clock)
+        task = TaskMemoryStore("t", backend, project_id="shop", clock=clock)
         project = ProjectMemoryStore("shop", backend, clock=clock)
         held = add(project, "Refunds go through the payments service", unit(), kind="decision").item
         step = task.add(

@@ -79,7 +79,7 @@ class TestForget:
 
     def test_promoted_copy_names_its_erased_source_by_token(self, backend, clock):
         """A copy keeps its text, but its provenance and the promote event lose the source id."""
-        task = TaskMemoryStore("t", backend, clock=clock)
+        task = TaskMemoryStore("t", backend, project_id="p", clock=clock)
         project = ProjectMemoryStore("p", backend, clock=clock)
         source = task.add_reasoning("retry the flaky step once", "s1")
         copy = promote(task, project, source.id).item

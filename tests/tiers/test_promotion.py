@@ -7,12 +7,13 @@ import pytest
 from agent_engine import ConfirmationDeclined, Tier, ValidationError, promote
 from agent_engine.tiers.global_ import GlobalMemoryStore
 from agent_engine.tiers.project import ProjectMemoryStore
+from agent_engine.tiers.session import SessionMemoryStore
 from agent_engine.tiers.task import TaskMemoryStore
 
 
 @pytest.fixture
 def tiers(backend, clock):
-    task = TaskMemoryStore("t", backend, clock=clock)
+    task = TaskMemoryStore("t", backend, project_id="p", user_id="u", clock=clock)
     project = ProjectMemoryStore("p", backend, clock=clock)
     answers: list[bool] = []
     user = GlobalMemoryStore(backend, "u", confirm=lambda _req: answers.pop(0), clock=clock)
@@ -78,6 +79,38 @@ class TestPromote:
         foreign = other.add_reasoning("not yours", "s")
         with pytest.raises(LookupError):
             promote(task, project, foreign.id)
+
+    @pytest.mark.parametrize(
+        ("source", "target"),
+        [
+            (("task", "p", "u"), ("project", "q", "")),
+            (("session", "p", "u"), ("project", "q", "")),
+            (("task", "p", "u"), ("session", "q", "u")),
+            (("task", "p", "u"), ("session", "p", "v")),
+        ],
+    )
+    def test_stays_with_its_owners(self, backend, clock, source, target):
+        """A task's or session's item goes into its own project and user's stores only."""
+
+        def store(kind, project, user):
+            if kind == "task":
+                return TaskMemoryStore("t", backend, project_id=project, user_id=user, clock=clock)
+            if kind == "session":
+                return SessionMemoryStore(
+                    "s", backend, project_id=project, user_id=user, clock=clock
+                )
+            return ProjectMemoryStore(project, backend, clock=clock)
+
+        src, dst = store(*source), store(*target)
+        item = src.add(src.new_item("note", "the staging database is read-only on Fridays"))
+        before = dst.count()
+        with pytest.raises(ValidationError, match="cannot promote") as raised:
+            promote(src, dst, item.id)
+        assert raised.value.field == "target"
+        assert dst.count() == before == 0
+        assert src.get(item.id) == item
+        own = store(target[0], source[1], source[2])
+        assert promote(src, own, item.id).item.namespace == own.namespace
 
     def test_into_global_is_confirmed(self, tiers):
         """Promotion into global memory asks; a refusal writes nothing."""
