@@ -37,7 +37,7 @@ from agent_engine.errors import ValidationError
 from agent_engine.models import ContextItem, Tier
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.checkpoints import forget_checkpoints
-from agent_engine.tiers.promotion import PromotionResult, promote
+from agent_engine.tiers.promotion import PromotionResult, check_owners, promote
 from agent_engine.tiers.quarantine import CandidateReview
 from agent_engine.tiers.signals import (
     BALANCED,
@@ -191,6 +191,8 @@ def end_scope(
             field="into",
             value=into.namespace,
         )
+    if into is not None:
+        check_owners(store, into, field="into")
     candidates = promotion_candidates(store, chosen)
     promoted: list[PromotionResult] = []
     held: list[str] = []

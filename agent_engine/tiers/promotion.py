@@ -40,7 +40,7 @@ from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.dedup import find_duplicate
 from agent_engine.tiers.scope import owner
 
-__all__ = ["PromotionResult", "promote"]
+__all__ = ["PromotionResult", "check_owners", "promote"]
 
 _ALLOWED = {
     (Tier.TASK, Tier.SESSION),
@@ -109,7 +109,7 @@ def _promote(
             field="tier",
             value=(source.tier.value, target.tier.value),
         )
-    _check_owners(source, target)
+    check_owners(source, target)
     _validate.text("reason", reason)
     original = source.require(item_id)
     embedder = target.query_embedder
@@ -146,8 +146,11 @@ def _promote(
     return PromotionResult(target.receive(copy, detail), duplicate=False)
 
 
-def _check_owners(source: TierStore, target: TierStore) -> None:
-    """Refuse a target of another project or user than the source's (see the module)."""
+def check_owners(source: TierStore, target: TierStore, *, field: str = "target") -> None:
+    """Refuse a target of another project or user than the source's (see the module).
+
+    ``field`` names the target as the caller's own parameters do (``into`` for a scope's end).
+    """
     for part, mine, theirs in zip(
         ("project", "user"), owner(source.namespace), owner(target.namespace), strict=True
     ):
@@ -155,7 +158,7 @@ def _check_owners(source: TierStore, target: TierStore) -> None:
             raise ValidationError(
                 f"cannot promote from {source.namespace} into {target.namespace}: the item "
                 f"belongs to {part} {mine!r}, the target to {part} {theirs!r}",
-                field="target",
+                field=field,
                 value=target.namespace,
             )
 

@@ -229,6 +229,7 @@ def targets(project, backend, clock):
         "project": project,
         "global": GlobalMemoryStore(backend, "u", confirm=lambda _r: True, clock=clock),
         "task": TaskMemoryStore("other", backend, clock=clock),
+        "another project": ProjectMemoryStore("q", backend, clock=clock),
     }
 
 
@@ -245,6 +246,9 @@ class TestBadInput:
             pytest.param({"into": "project"}, "preset", id="target-without-preset"),
             pytest.param({"preset": "balanced", "into": "global"}, "into", id="into-global"),
             pytest.param({"preset": "balanced", "into": "task"}, "into", id="into-a-task"),
+            pytest.param(
+                {"preset": "balanced", "into": "another project"}, "into", id="into-another-project"
+            ),
         ],
     )
     def test_refused_and_nothing_changes(self, task, targets, backend, kwargs, field):
