@@ -50,6 +50,8 @@ __all__ = [
 SCOPE_SEPARATOR: Final = "/"
 """Separates an id's scope (its escaped namespace) from its local part."""
 
+_PROJECT_PREFIX: Final = "project:"
+_GLOBAL_PREFIX: Final = "global:"
 _TASK_PREFIX: Final = "task:"
 _SESSION_PREFIX: Final = "session:"
 _POOL_PREFIX: Final = "pool:"
@@ -88,12 +90,12 @@ def _namespace(field: str, namespace: str) -> str:
 
 def project_namespace(project_id: str) -> str:
     """The namespace of a project's memory: ``project:<project id>``."""
-    return _namespace("project_id", "project:" + _part("project_id", project_id))
+    return _namespace("project_id", _PROJECT_PREFIX + _part("project_id", project_id))
 
 
 def global_namespace(user_id: str) -> str:
     """The namespace of a user's global memory: ``global:<user id>``."""
-    return _namespace("user_id", "global:" + _part("user_id", user_id))
+    return _namespace("user_id", _GLOBAL_PREFIX + _part("user_id", user_id))
 
 
 def _owned(prefix: str, field: str, *parts: tuple[str, str]) -> str:
@@ -165,10 +167,10 @@ def owner(namespace: str) -> tuple[str | None, str | None]:
     A task's or a session's memory names both, a project's memory and its pools the project,
     a user's global memory the user; a namespace of no known shape names neither.
     """
-    if namespace.startswith("project:"):
-        return namespace.removeprefix("project:"), None
-    if namespace.startswith("global:"):
-        return None, namespace.removeprefix("global:")
+    if namespace.startswith(_PROJECT_PREFIX):
+        return namespace.removeprefix(_PROJECT_PREFIX), None
+    if namespace.startswith(_GLOBAL_PREFIX):
+        return None, namespace.removeprefix(_GLOBAL_PREFIX)
     owned = parse_task_namespace(namespace) or parse_session_namespace(namespace)
     if owned is not None:
         return owned[0], owned[1]

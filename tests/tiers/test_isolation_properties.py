@@ -41,7 +41,14 @@ from agent_engine.assembler.package import ContextPackage
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory import SearchHit
 from agent_engine.tiers.project import ProjectMemoryStore
-from agent_engine.tiers.scope import project_namespace, task_namespace
+from agent_engine.tiers.scope import (
+    global_namespace,
+    owner,
+    pool_namespace,
+    project_namespace,
+    session_namespace,
+    task_namespace,
+)
 from agent_engine.tiers.task import TaskMemoryStore
 
 # Pairs of names built to collide with each other in some way a naive scheme would join.
@@ -373,6 +380,21 @@ class TestScopeNames:
         except ValidationError:
             return
         assert (a == b) == (first == second)
+
+    @given(st.text(min_size=1), st.text(min_size=1), st.text(min_size=1))
+    def test_owner_reads_back_the_project_and_user(self, project, user, own):
+        """What promotion checks: each namespace names the owners it was built from."""
+        try:
+            built = {
+                project_namespace(project): (project, None),
+                global_namespace(user): (None, user),
+                task_namespace(own, project, user): (project, user),
+                session_namespace(own, project, user): (project, user),
+                pool_namespace(own, project): (project, None),
+            }
+        except ValidationError:
+            return
+        assert {namespace: owner(namespace) for namespace in built} == built
 
     @pytest.mark.parametrize("empty", ["", "   "])
     def test_empty_names_are_refused(self, empty):
