@@ -14,8 +14,8 @@ instead (importance + 0.1, capped at 1; access count + 1; the original joins its
 global memory asks for confirmation first.
 
 A promotion stays with the memory's owners: a task's or a session's item goes into its own
-project (and a task's into a session of its own user), never another's, since the target is a
-store like any other and the source's scope says whose the item is
+project (and a task's into a session of its own project and user), never another's. The
+target is a store like any other, so the source's scope says whose the item is
 (:func:`~agent_engine.tiers.scope.owner`). A project item may go into any user's global
 memory: a project has no single user.
 """
