@@ -74,15 +74,25 @@ class HeuristicTokenCounter:
 
 
 class TransformersTokenCounter:
-    """Exact counts from a Hugging Face tokenizer (``tokenizer.encode`` without special tokens)."""
+    """Exact counts from a Hugging Face tokenizer (``tokenizer.encode`` without special tokens).
+
+    A transformers tokenizer is asked not to warn (``verbose=False``): counting a text longer
+    than the model's input (a whole rendered context, say) is what a counter is for, and the
+    warning it would log ("will result in indexing errors") is about feeding the model, which
+    counting never does.
+    """
 
     def __init__(self, tokenizer: Any, name: str | None = None) -> None:
         self._tokenizer = tokenizer
         self.name = name or f"hf:{getattr(tokenizer, 'name_or_path', type(tokenizer).__name__)}"
+        # transformers' tokenizers (and only they) know ``verbose``; they all have a max length.
+        self._quiet: dict[str, bool] = (
+            {"verbose": False} if hasattr(tokenizer, "model_max_length") else {}
+        )
 
     def count(self, text: str) -> int:
         """Tokens the tokenizer produces for ``text``."""
-        return len(self._tokenizer.encode(text, add_special_tokens=False))
+        return len(self._tokenizer.encode(text, add_special_tokens=False, **self._quiet))
 
 
 DEFAULT_COUNTER = HeuristicTokenCounter()

