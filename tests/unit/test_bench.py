@@ -13,9 +13,16 @@ import pytest
 from agent_engine import ValidationError
 from agent_engine.assembler import ContextPackage, Layout, RerankConfig, Summary, SummaryConfig
 from agent_engine.assembler.diversity import Diversity
-from agent_engine.assembler.policies import DEFAULT_POLICIES, DENSE, LEXICAL, NEIGHBOURS
+from agent_engine.assembler.policies import (
+    DEFAULT_POLICIES,
+    DENSE,
+    LEXICAL,
+    NEIGHBOUR_RADIUS,
+    NEIGHBOURS,
+)
 from agent_engine.bench import locomo
 from agent_engine.bench.cost import _load, _PrimedEmbedder, backend_names, run_cell
+from agent_engine.bench.paraphrase import PARAPHRASE_DATA
 from agent_engine.bench.quality import (
     ABLATIONS,
     LOW_OVERLAP,
@@ -37,6 +44,7 @@ from agent_engine.bench.synthetic import MAX_PINNED, generate
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.inmemory import InMemoryBackend
 from agent_engine.models import ContextItem
+from agent_engine.retrieval.text import analyze
 from agent_engine.tokens import DEFAULT_COUNTER
 
 SAMPLE = {
@@ -537,3 +545,37 @@ class TestStress:
         with pytest.raises(ValidationError) as info:
             QualityConfig(stress=("typos",))
         assert info.value.field == "stress"
+
+
+class TestParaphraseSet:
+    """The bundled set is what its docstring says: words shared only with distractors."""
+
+    def test_each_question_shares_no_word_with_its_evidence_but_the_speaker(self):
+        (conversation,) = locomo.load(PARAPHRASE_DATA)
+        turns = {item.id: item for item in conversation.items}
+        assert len(conversation.questions) == 30
+        for question in conversation.questions:
+            (evidence,) = (turns[turn] for turn in question.evidence)
+            shared = set(analyze(question.text)) & set(analyze(evidence.text))
+            assert shared <= set(analyze(evidence.source or "")), question.text
+            assert question.answer
+            assert question.answer in evidence.text
+
+    def test_lexical_matches_are_distractors_out_of_the_evidences_reach(self):
+        """BM25 has something to match for nearly every question, and never a turn near the
+        evidence in its session: a distractor cannot lift the evidence as its neighbour."""
+        (conversation,) = locomo.load(PARAPHRASE_DATA)
+        items = list(conversation.items)
+        at = {item.id: place for place, item in enumerate(items)}
+        names = {term for item in items for term in analyze(item.source or "")}
+        distracted = 0
+        for question in conversation.questions:
+            (evidence,) = question.evidence
+            asked = set(analyze(question.text)) - names
+            matching = {i.id for i in items if asked & set(analyze(i.text))}
+            distracted += bool(matching)
+            here = at[evidence]
+            reach = items[max(0, here - NEIGHBOUR_RADIUS) : here + NEIGHBOUR_RADIUS + 1]
+            near = {i.id for i in reach if i.session == items[here].session}
+            assert not matching & near, question.text
+        assert distracted >= 25
