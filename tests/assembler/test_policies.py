@@ -26,7 +26,7 @@ from agent_engine import (
 )
 from agent_engine.assembler import Candidates, HybridScorer, RandomScorer, RRFScorer
 from agent_engine.assembler.candidates import GatherLimits, strip_names
-from agent_engine.assembler.policies import lexical_coverage, median_words
+from agent_engine.assembler.policies import adjacent_coherence, lexical_coverage, median_words
 from agent_engine.errors import ValidationError
 from agent_engine.retrieval.names import named
 
@@ -300,6 +300,45 @@ class TestHybrid:
         assert self.scorer.smoothing_weight(self.session(words_each=3, quiet=5)) == 1.2
         assert HybridScorer(radius=2).smoothing_weight(self.session(3, quiet=0)) == 0.5
         assert HybridScorer(radius=2).smoothing_weight(self.session(3, quiet=1)) == 1.2
+
+    @staticmethod
+    def chat(vectors):
+        """Short messages of one session in a row with ``vectors``, linked as the gather links
+        them (both ways, within four places), the first a lexical match."""
+        ids = [f"m{n}" for n in range(len(vectors))]
+        neighbours = {
+            item_id: [
+                (ids[other], other - at) for other in range(len(ids)) if 0 < abs(other - at) <= 4
+            ]
+            for at, item_id in enumerate(ids)
+        }
+        return crafted(
+            [
+                (i, {"text": "three short words", "embedding": v})
+                for i, v in zip(ids, vectors, strict=True)
+            ],
+            neighbours=neighbours,
+            lexical=dict.fromkeys(ids, 0.0) | {"m0": 3.0},
+        )
+
+    def test_adjacent_coherence_is_adjacent_pairs_against_any_two(self):
+        """Adjacent pairs' mean cosine (1 and 0) less all pairs' (1, 0 and 0)."""
+        three = self.chat([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]])
+        assert adjacent_coherence(three) == pytest.approx(1 / 2 - 1 / 3)
+        assert adjacent_coherence(self.session(words_each=3)) is None  # no vectors
+        assert adjacent_coherence(self.chat([[1.0, 0.0]])) is None  # no pair
+
+    def test_smoothing_grows_only_where_messages_continue_each_other(self):
+        """Short messages grow the weight when each is closer to the next than to any other
+        (one thought over several messages); unrelated ones, as alike as any two, do not."""
+        drifting = [[math.cos(step * 0.3), math.sin(step * 0.3)] for step in range(9)]
+        unrelated = [[1.0 if axis == at else 0.0 for axis in range(9)] for at in range(9)]
+        assert adjacent_coherence(self.chat(drifting)) > 0
+        assert adjacent_coherence(self.chat(unrelated)) == pytest.approx(0)
+        assert self.scorer.smoothing_weight(self.chat(drifting)) == pytest.approx(1.2)
+        assert self.scorer.smoothing_weight(self.chat(unrelated)) == 0.5
+        smoothed = self.scorer(self.chat(unrelated))
+        assert smoothed["m1"] - smoothed["m5"] == pytest.approx(0.5)
 
     def test_fixed_smoothing_when_asked(self):
         """``smoothing_words=None`` keeps the weight, a weight over the cap is not lowered."""
