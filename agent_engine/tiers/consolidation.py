@@ -56,6 +56,7 @@ __all__ = [
     "CANDIDATE_ACCESSES",
     "PromotionCandidate",
     "TaskEnd",
+    "check_into",
     "end_scope",
     "end_task",
     "promotion_candidates",
@@ -163,6 +164,22 @@ def end_task(
     return end_scope(store, into=into, preset=preset, hold=hold)
 
 
+def check_into(store: TierStore, into: TierStore) -> None:
+    """Refuse ``into`` unless it is the project memory of ``store``'s own project.
+
+    What a scope's end writes into (promotions, and a session's summary) goes to its
+    project; a caller that writes there before the end starts checks with this first.
+    """
+    if into.tier is not Tier.PROJECT:
+        raise ValidationError(
+            f"a {store.tier.value}'s end goes into its project, not into "
+            f"{into.tier.value} memory; promote there explicitly",
+            field="into",
+            value=into.namespace,
+        )
+    check_owners(store, into, field="into")
+
+
 def end_scope(
     store: TierStore,
     *,
@@ -184,15 +201,8 @@ def end_scope(
             field="into" if into is None else "preset",
             value=into if into is not None else preset,
         )
-    if into is not None and into.tier is not Tier.PROJECT:
-        raise ValidationError(
-            f"auto-promotion goes from a {store.tier.value} into its project, not into "
-            f"{into.tier.value} memory; promote there explicitly",
-            field="into",
-            value=into.namespace,
-        )
     if into is not None:
-        check_owners(store, into, field="into")
+        check_into(store, into)
     candidates = promotion_candidates(store, chosen)
     promoted: list[PromotionResult] = []
     held: list[str] = []

@@ -157,7 +157,8 @@ def check_owners(source: TierStore, target: TierStore, *, field: str = "target")
         if mine is not None and theirs is not None and mine != theirs:
             raise ValidationError(
                 f"cannot promote from {source.namespace} into {target.namespace}: the item "
-                f"belongs to {part} {mine!r}, the target to {part} {theirs!r}",
+                f"belongs to {part} {mine!r}, the target to {part} {theirs!r} (an item goes "
+                "into its project and user only)",
                 field=field,
                 value=target.namespace,
             )

@@ -36,11 +36,11 @@ from agent_engine.tiers.aging import AgingPolicy
 from agent_engine.tiers.audit import AuditLog
 from agent_engine.tiers.base import TierStore
 from agent_engine.tiers.conflicts import DEFAULT_DETECTION, ConflictDetection
-from agent_engine.tiers.consolidation import TaskEnd, end_scope
+from agent_engine.tiers.consolidation import TaskEnd, check_into, end_scope
 from agent_engine.tiers.dedup import DEFAULT_MERGE, MergePolicy
 from agent_engine.tiers.forks import fork_scope
 from agent_engine.tiers.quarantine import confirm_candidates
-from agent_engine.tiers.scope import project_namespace, session_namespace
+from agent_engine.tiers.scope import session_namespace
 from agent_engine.tiers.signals import PromotionPreset
 
 __all__ = [
@@ -234,15 +234,8 @@ class SessionMemoryStore(TierStore):
            ``into``; ``hold`` keeps the others in the session for review; then the session
            and its checkpoints are cleared.
         """
-        if into is not None and (
-            into.tier is not Tier.PROJECT or into.namespace != project_namespace(self.project_id)
-        ):
-            raise ValidationError(
-                f"session {self.session_id!r} is finalised into its project "
-                f"({project_namespace(self.project_id)}), not into {into.namespace}",
-                field="into",
-                value=into.namespace,
-            )
+        if into is not None:  # before the summary is written there
+            check_into(self, into)
         summary = self._summary(summarizer)
         kept = self._keep_summary(into, summary) if into is not None and summary else None
         reviewed = None
