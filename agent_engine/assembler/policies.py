@@ -260,18 +260,17 @@ def adjacent_coherence(candidates: Candidates) -> float | None:
     ]
     if not pairs:  # (a pair is two vectors)
         return None
-    matrix = np.array(list(vectors.values()), dtype=np.float64)
+    matrix = np.array(list(vectors.values()), dtype=np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-    norms[norms == 0] = 1.0
-    unit = matrix / norms[:, None]
+    inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
     first, second = (list(side) for side in zip(*pairs, strict=True))
-    adjacent = float(np.einsum("ij,ij->i", unit[first], unit[second]).mean())
-    total = unit.sum(axis=0)
+    # Cosines from dot products and inverse norms: the rows are never normalized one by one.
+    dots = np.einsum("ij,ij->i", matrix[first], matrix[second])
+    adjacent = float((dots * inverse[first] * inverse[second]).mean())
+    total = inverse @ matrix  # the sum of the unit rows
     count = len(place)
-    # Every ordered pair's cosine, less each vector's with itself, over the pairs' number.
-    any_two = (float(total @ total) - float(np.einsum("ij,ij->", unit, unit))) / (
-        count * (count - 1)
-    )
+    # Every ordered pair's cosine, less each (non-zero) vector's with itself, over the pairs.
+    any_two = (float(total @ total) - float(np.count_nonzero(norms))) / (count * (count - 1))
     return adjacent - any_two
 
 
