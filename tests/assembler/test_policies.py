@@ -394,16 +394,26 @@ class TestHybrid:
         assert names == {"Melanie", "Caroline"}
         assert strip_names(query, names) == "What did sister paint after left?"
 
-    def test_named_speaker_boost_through_the_assembler(self, assembler, project):
-        """Asking about one speaker ranks that speaker's turn above an equal one by another."""
-        for speaker in ("Melanie", "Caroline"):
+    @pytest.mark.parametrize(
+        ("speakers", "query"),
+        [
+            pytest.param(("Melanie", "Caroline"), "Where did Melanie go hiking?", id="as-labelled"),
+            pytest.param(("Mel", "Caro"), "Where did Melanie go hiking?", id="labelled-short"),
+            pytest.param(("Melanie", "Caroline"), "Where did Mel go hiking?", id="asked-short"),
+            pytest.param(("Melanie Ellis", "Caroline"), "Where did Melanie go?", id="full-name"),
+        ],
+    )
+    def test_named_speaker_boost_through_the_assembler(self, assembler, project, speakers, query):
+        """Asking about one speaker ranks that speaker's turn above an equal one by another,
+        however the question writes the speaker's name."""
+        for speaker in reversed(speakers):  # the one asked about last: no tie goes its way
             project.add(
                 project.new_item(
                     "turn", f"{speaker}: I went hiking last weekend", source=speaker, session="s"
                 )
             )
-        top = ranking(assembler, "hybrid", "Where did Melanie go hiking?")[0]
-        assert top.startswith("Melanie:")
+        top = ranking(assembler, "hybrid", query)[0]
+        assert top.startswith(f"{speakers[0]}:")
 
     @given(st.data())
     @settings(max_examples=200, deadline=None)
