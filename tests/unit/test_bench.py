@@ -39,7 +39,7 @@ from agent_engine.bench.quality import (
 )
 from agent_engine.bench.report import write_report
 from agent_engine.bench.runner import PARTS, SuiteOptions, main, parse_ints, parse_options
-from agent_engine.bench.stress import STRESS, full_names, short_messages
+from agent_engine.bench.stress import STRESS, full_names, nicknames, short_messages
 from agent_engine.bench.synthetic import MAX_PINNED, generate
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.memory.inmemory import InMemoryBackend
@@ -492,6 +492,29 @@ class TestStress:
         assert renamed.items[0].text == "Ann Ellis: I adopted a cat named Miso."
         assert [i.id for i in renamed.items] == [i.id for i in conversation.items]
         assert renamed.questions == conversation.questions
+
+    def test_nicknames_cut_long_names_and_keep_the_questions(self):
+        """A long name is labelled by its first four letters; a short one stays as it is."""
+        start = datetime(2024, 1, 1, tzinfo=UTC)
+        turns = tuple(
+            ContextItem(
+                id=f"c:D1:{n}",
+                kind="turn",
+                text=f"{speaker}: Hello",
+                source=speaker,
+                timestamp=start + timedelta(seconds=n),
+            )
+            for n, speaker in enumerate(("Caroline", "Maria", "Andrew"))
+        )
+        question = locomo.Question("Who greeted Caroline?", 1, ("c:D1:1",))
+        conversation = locomo.Conversation("c", 0, turns, (question,), start)
+        cut = nicknames(conversation)
+        assert [(i.source, i.text) for i in cut.items] == [
+            ("Caro", "Caro: Hello"),
+            ("Maria", "Maria: Hello"),
+            ("Andr", "Andr: Hello"),
+        ]
+        assert cut.questions == conversation.questions
 
     def test_short_messages_split_turns_and_their_evidence(self):
         """A turn of two sentences is two messages, both evidence; one sentence stays whole."""
