@@ -1,13 +1,18 @@
-"""Checkpoints in the Redis backend: a hash per namespace, and where each id lives.
+"""Checkpoints in the Redis backend: two hashes per namespace, and where each id lives.
 
-``k:<namespace>`` maps each checkpoint's id to its record and saved state (JSON);
-``checkpoints`` maps every id to its namespace, so one is found by id in two reads. Like
-aliases, checkpoints are not memory: a namespace's expiry (the backend's ``ttl``) leaves them.
+``k:<namespace>`` maps each checkpoint's id to its record (JSON) and ``s:<namespace>`` to its
+saved state, apart, so that listing a scope's checkpoints reads records of a few hundred bytes
+rather than every state whole (a state holds all its scope's items). ``checkpoints`` maps
+every id to its namespace, so one is found by id in two reads. Like aliases, checkpoints are
+not memory: a namespace's expiry (the backend's ``ttl``) leaves them.
+
+Stores written before the split hold record and state together in ``k:`` (one JSON object
+with both); they are read as they are, and go as they are deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_engine.errors import ValidationError
@@ -46,43 +51,42 @@ class RedisCheckpointStore:
                     value=checkpoint.id,
                 )
             pipe.multi()
-            pipe.hset(
-                key, checkpoint.id, encode_json({"record": to_dict(checkpoint), "data": data})
-            )
+            pipe.hset(key, checkpoint.id, encode_json(to_dict(checkpoint)))
+            pipe.hset(self._keys.saved(checkpoint.namespace), checkpoint.id, data)
             pipe.hset(homes, checkpoint.id, checkpoint.namespace)
             return lambda _: None
 
         self._runner.transact([homes], plan)
 
-    def _stored(self, checkpoint_id: str) -> dict[str, Any] | None:
+    def _read(self, checkpoint_id: str, key: Callable[[str], str]) -> str | None:
+        """What ``key(home)`` holds for the checkpoint (``None``: no such checkpoint)."""
         checkpoint_id = check_checkpoint_id(checkpoint_id)
 
-        def work(client: Any) -> dict[str, Any] | None:
+        def work(client: Any) -> str | None:
             home = client.hget(self._keys.checkpoint_homes, checkpoint_id)
-            if home is None:
-                return None
-            text = client.hget(self._keys.checkpoints(home), checkpoint_id)
-            return None if text is None else dict(decode_json(text))
+            return None if home is None else client.hget(key(home), checkpoint_id)
 
         return self._runner.read(work)
 
     def get(self, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id, or ``None``."""
-        stored = self._stored(checkpoint_id)
-        return None if stored is None else from_dict(Checkpoint, stored["record"])
+        text = self._read(checkpoint_id, self._keys.checkpoints)
+        return None if text is None else _record(text)
 
     def data(self, checkpoint_id: str) -> str | None:
         """The saved memory of a checkpoint, or ``None``."""
-        stored = self._stored(checkpoint_id)
-        return None if stored is None else str(stored["data"])
+        data = self._read(checkpoint_id, self._keys.saved)
+        if data is not None:
+            return str(data)
+        text = self._read(checkpoint_id, self._keys.checkpoints)
+        return None if text is None else _earlier_data(text)
 
     def of_scope(self, namespace: str, tier: Tier) -> list[Checkpoint]:
         """One scope's checkpoints, newest first."""
         namespace, tier = check_scope(namespace, tier)
         key = self._keys.checkpoints(namespace)
         texts = self._runner.read(lambda client: client.hvals(key))
-        found = [from_dict(Checkpoint, decode_json(text)["record"]) for text in texts]
-        return newest_first([c for c in found if c.tier is tier])
+        return newest_first([c for c in map(_record, texts) if c.tier is tier])
 
     def all(self) -> list[Checkpoint]:
         """Every scope's checkpoints, newest first."""
@@ -94,8 +98,7 @@ class RedisCheckpointStore:
                 texts += client.hvals(self._keys.checkpoints(namespace))
             return texts
 
-        texts = self._runner.read(work)
-        return newest_first([from_dict(Checkpoint, decode_json(text)["record"]) for text in texts])
+        return newest_first([_record(text) for text in self._runner.read(work)])
 
     def delete(self, checkpoint_id: str) -> bool:
         """Forget a checkpoint; whether there was one."""
@@ -108,6 +111,7 @@ class RedisCheckpointStore:
             if home is None:
                 return lambda _: False
             pipe.hdel(self._keys.checkpoints(home), checkpoint_id)
+            pipe.hdel(self._keys.saved(home), checkpoint_id)
             pipe.hdel(homes, checkpoint_id)
             return lambda _: True
 
@@ -116,7 +120,7 @@ class RedisCheckpointStore:
     def drop_holding(self, item_ids: Sequence[str]) -> int:
         """Delete the checkpoints naming any of ``item_ids``; how many.
 
-        Every checkpoint's text is read, a namespace at a time, in the transaction that
+        Every checkpoint's saved state is read, a namespace at a time, in the transaction that
         deletes those naming an id.
         """
         sought = mentions(item_ids)
@@ -128,14 +132,35 @@ class RedisCheckpointStore:
             homes: dict[str, str] = pipe.hgetall(homes_key)
             doomed: dict[str, str] = {}
             for namespace in sorted(set(homes.values())):
-                for checkpoint_id, text in pipe.hgetall(self._keys.checkpoints(namespace)).items():
-                    data = decode_json(text)["data"]  # the saved state, unescaped
+                for checkpoint_id, data in self._states(pipe, namespace).items():
                     if any(m in data for m in sought):
                         doomed[checkpoint_id] = namespace
             pipe.multi()
             for checkpoint_id, namespace in doomed.items():
                 pipe.hdel(self._keys.checkpoints(namespace), checkpoint_id)
+                pipe.hdel(self._keys.saved(namespace), checkpoint_id)
                 pipe.hdel(homes_key, checkpoint_id)
             return lambda _: len(doomed)
 
         return self._runner.transact([homes_key], plan)
+
+    def _states(self, pipe: Pipe, namespace: str) -> dict[str, str]:
+        """Each of a namespace's checkpoints' saved state, by id (earlier layout's too)."""
+        states: dict[str, str] = dict(pipe.hgetall(self._keys.saved(namespace)))
+        if len(states) < pipe.hlen(self._keys.checkpoints(namespace)):
+            for checkpoint_id, text in pipe.hgetall(self._keys.checkpoints(namespace)).items():
+                if checkpoint_id not in states and (data := _earlier_data(text)) is not None:
+                    states[checkpoint_id] = data
+        return states
+
+
+def _record(text: str) -> Checkpoint:
+    """A checkpoint's record from its ``k:`` field (a record, or the earlier record and state)."""
+    stored = decode_json(text)
+    return from_dict(Checkpoint, stored.get("record", stored))
+
+
+def _earlier_data(text: str) -> str | None:
+    """The saved state an earlier layout kept in the ``k:`` field, or ``None`` (a record)."""
+    stored = decode_json(text)
+    return str(stored["data"]) if "record" in stored else None

@@ -136,8 +136,12 @@ class Keys:
         return f"{self.prefix}l:{namespace}"
 
     def checkpoints(self, namespace: str) -> str:
-        """The hash of a namespace's checkpoints (id: record and saved state, as JSON)."""
+        """The hash of a namespace's checkpoint records (id: the record as JSON)."""
         return f"{self.prefix}k:{namespace}"
+
+    def saved(self, namespace: str) -> str:
+        """The hash of a namespace's checkpoints' saved states (id: the state's text)."""
+        return f"{self.prefix}s:{namespace}"
 
     def agents(self, realm: str) -> str:
         """The set of a realm's registered agents."""

@@ -7,6 +7,7 @@ database, which other tests use at the same time.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -23,9 +24,11 @@ import pytest
 from agent_engine.embeddings import HashingEmbedder
 from agent_engine.errors import BackendUnavailableError, DuplicateItemError
 from agent_engine.memory import registry
+from agent_engine.memory.checkpoints import Checkpoint
 from agent_engine.memory.redis import RedisBackend
 from agent_engine.memory.registry import OpenOptions
 from agent_engine.models import ContextItem, Tier
+from agent_engine.serde import to_dict
 from agent_engine.testing.databases import redis_server_url
 
 
@@ -245,6 +248,46 @@ class TestEmptyStore:
         assert backend.clear() == 0
         assert backend.erase(["nope"]) == 0
         assert backend.client.keys(f"{backend.prefix}*") == []
+
+
+class TestCheckpoints:
+    STATE = '{"items": ["a1"], "text": "' + "x" * 5000 + '"}'
+
+    def test_a_record_is_kept_apart_from_its_saved_state(self, open_redis):
+        """Listing a scope's checkpoints reads records, never the states they saved."""
+        backend = open_redis()
+        checkpoint = Checkpoint(namespace="task:a", tier=Tier.TASK, items=1)
+        backend.checkpoints.save(checkpoint, self.STATE)
+        record = backend.client.hget(f"{backend.prefix}k:task:a", checkpoint.id)
+        assert len(record) < 500
+        assert "x" * 100 not in record
+        assert backend.client.hget(f"{backend.prefix}s:task:a", checkpoint.id) == self.STATE
+        assert backend.checkpoints.of_scope("task:a", Tier.TASK) == [checkpoint]
+        assert backend.checkpoints.data(checkpoint.id) == self.STATE
+        assert backend.checkpoints.delete(checkpoint.id)
+        assert backend.client.keys(f"{backend.prefix}[ks]:*") == []
+
+    def test_a_checkpoint_saved_in_the_earlier_layout_reads_and_goes(self, open_redis):
+        """A store written when record and state shared one field still serves both."""
+        backend = open_redis()
+        earlier = Checkpoint(namespace="task:a", tier=Tier.TASK, items=1, label="before")
+        newer = Checkpoint(namespace="task:a", tier=Tier.TASK, items=1, label="after")
+        backend.client.hset(
+            f"{backend.prefix}k:task:a",
+            earlier.id,
+            json.dumps({"record": to_dict(earlier), "data": self.STATE}),
+        )
+        backend.client.hset(f"{backend.prefix}checkpoints", earlier.id, "task:a")
+        backend.checkpoints.save(newer, '{"items": ["b1"]}')
+        assert backend.checkpoints.get(earlier.id) == earlier
+        assert backend.checkpoints.data(earlier.id) == self.STATE
+        assert set(backend.checkpoints.of_scope("task:a", Tier.TASK)) == {earlier, newer}
+        assert set(backend.checkpoints.all()) == {earlier, newer}
+        assert backend.checkpoints.drop_holding(["a1"]) == 1  # found in the earlier field
+        assert backend.checkpoints.get(earlier.id) is None
+        assert backend.checkpoints.of_scope("task:a", Tier.TASK) == [newer]
+        assert backend.checkpoints.drop_holding(["b1"]) == 1
+        assert backend.client.keys(f"{backend.prefix}[ks]:*") == []
 
 
 class TestAtomicity:
