@@ -36,7 +36,9 @@ __all__ = ["LexicalHits", "LexicalIndex", "Snapshot"]
 Snapshot = dict[str, npt.NDArray[np.generic]]
 """A whole index as named arrays (:meth:`LexicalIndex.snapshot`), for a file to hold."""
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+"""The layout and analysis of a snapshot's terms: 2 since terms lost their diacritics; a
+snapshot of another format is rebuilt, never read."""
 DENSE_CACHE_BYTES = 256 * 2**20
 """Most bytes of common terms' weights over every row kept between writes (32 terms at 1M
 items, 320 at 100k); see ``LexicalIndex._drop_least_used``."""

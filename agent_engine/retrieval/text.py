@@ -4,14 +4,28 @@ Measured on the LoCoMo tuning conversations: stopword removal and light stemming
 words by about 3 recall points, and a full Snowball stemmer gains nothing over these ten
 suffix rules, so the dependency is not worth it. Words in any script are kept;
 stemming applies to English suffixes only.
+
+Latin letters lose their diacritics (:data:`ACCENTED` to :data:`UNACCENTED`): people type
+"Zurich" and "Jose" for a memory of "Zürich" and "José", and name matching already reads
+them alike. The table is explicit, rather than every character Unicode decomposes, so that a
+database indexing the same words (PostgreSQL's ``translate``) folds exactly the same letters.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Final
 
-__all__ = ["STOPWORDS", "analyze", "inflections", "light_stem", "words"]
+__all__ = [
+    "ACCENTED",
+    "STOPWORDS",
+    "UNACCENTED",
+    "analyze",
+    "inflections",
+    "light_stem",
+    "words",
+]
 
 _STOPWORD_TEXT = """
 a about above after again against all am an and any are aren't as at be because been before
@@ -48,6 +62,28 @@ _ES_STEM: Final = re.compile(r"(sh|ch|x|z|ss)es$")
 _UNDOUBLE_AFTER: Final = frozenset({"ing", "ed", "edly", "ingly"})
 _SHORT_WORD: Final = 3
 _WORD: Final = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_LATIN: Final = (range(0xC0, 0x250), range(0x1E00, 0x1F00))
+"""Latin-1 Supplement, Latin Extended-A and -B, Latin Extended Additional (Vietnamese)."""
+
+
+def _accent_table() -> tuple[str, str]:
+    """The Latin letters that are a plain ASCII letter with diacritics, and those letters."""
+    accented: list[str] = []
+    plain: list[str] = []
+    for block in _LATIN:
+        for code in block:
+            letter = chr(code)
+            decomposed = unicodedata.normalize("NFKD", letter)
+            base = "".join(c for c in decomposed if not unicodedata.combining(c))
+            if base != letter and len(base) == 1 and base.isascii() and base.isalpha():
+                accented.append(letter)
+                plain.append(base)
+    return "".join(accented), "".join(plain)
+
+
+ACCENTED, UNACCENTED = _accent_table()
+"""Each Latin letter with diacritics that :func:`words` folds, and what it folds to."""
+_FOLD: Final = str.maketrans(ACCENTED, UNACCENTED)
 
 
 def light_stem(word: str) -> str:
@@ -95,8 +131,11 @@ def inflections(stem: str) -> frozenset[str]:
 
 
 def words(text: str) -> list[str]:
-    """The casefolded words of ``text`` in order, contractions kept whole (``don't``)."""
-    found: list[str] = _WORD.findall(text.casefold().replace("\u2019", "'"))
+    """The casefolded words of ``text`` in order, contractions kept whole (``don't``).
+
+    Latin letters lose their diacritics (:data:`ACCENTED`).
+    """
+    found: list[str] = _WORD.findall(text.casefold().translate(_FOLD).replace("\u2019", "'"))
     return found
 
 

@@ -1195,6 +1195,20 @@ class BackendConformance:
         )
         assert all(h.item.importance >= 0.5 and h.item.namespace == "ns-0" for h in narrow)
 
+    def test_lexical_search_reads_letters_without_their_diacritics(
+        self, corpus: MemoryBackend
+    ) -> None:
+        """A query finds its words with or without diacritics, in any case ("Zurich", "ZÜRICH")."""
+        scope = {"namespace": "ns-0"}
+        corpus.add(make_item(500, text="the office in Zürich", namespace="ns-0", session=""))
+        corpus.add(make_item(501, text="José moved to Zurich", namespace="ns-0", session=""))
+        for query in ("zurich", "ZÜRICH", "Zürich"):
+            found = {h.item.id for h in corpus.lexical_search(query, k=5, filters=scope)}
+            assert found == {"item-00500", "item-00501"}, query
+        assert [h.item.id for h in corpus.lexical_search("jose", k=5, filters=scope)] == [
+            "item-00501"
+        ]
+
     def test_lexical_index_follows_writes(self, corpus: MemoryBackend) -> None:
         """Adds, updates, deletes and clears through the backend show in lexical search at once."""
         assert corpus.lexical_search("zebra", k=1, filters={"namespace": "ns-0"}) == []

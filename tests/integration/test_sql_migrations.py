@@ -118,6 +118,39 @@ class TestRevisions:
         with SQLAlchemyBackend(sql_url) as backend:
             assert [h.item.id for h in backend.lexical_search("migration", 1, scope)] == ["m0"]
 
+    def test_unaccented_fulltext_revision_folds_what_is_stored(self, sql_url):
+        """0017 regenerates PostgreSQL's tsvector without diacritics, items stored before it
+        included; the downgrade indexes words as written again. SQLite has no such column."""
+        postgresql = not sql_url.startswith("sqlite")
+        with SQLAlchemyBackend(sql_url) as backend:
+            backend.add(
+                ContextItem.create("note", "the office in Zürich", id="z0", namespace="project:a")
+            )
+        engine = create_engine(sql_url)
+        folded = "'in':3 'office':2 'the':1 'zurich':4"
+
+        def indexed() -> str | None:
+            if not postgresql:
+                assert FULLTEXT_COLUMN not in _columns(engine)
+                return None
+            with engine.connect() as connection:
+                return connection.execute(
+                    sa.text(f"SELECT {FULLTEXT_COLUMN}::text FROM ae_items")  # noqa: S608 - a constant
+                ).scalar_one()
+
+        try:
+            assert indexed() == (folded if postgresql else None)
+            downgrade(engine, "0016")
+            assert indexed() == (folded.replace("zurich", "zürich") if postgresql else None)
+            upgrade_database(sql_url)
+            assert indexed() == (folded if postgresql else None)
+            assert (FULLTEXT_INDEX in _indexes(engine)) is postgresql
+        finally:
+            engine.dispose()
+        with SQLAlchemyBackend(sql_url) as backend:
+            found = backend.lexical_search("Zurich", 1, {"namespace": "project:a"})
+            assert [h.item.id for h in found] == ["z0"]
+
     def test_count_index_revision_serves_the_index_files_counts(self, sql_url):
         """0010's partial indexes answer the counts an opened index file is checked against."""
         with SQLAlchemyBackend(sql_url) as backend:

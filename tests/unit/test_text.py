@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_engine.retrieval.text import STOPWORDS, analyze, inflections, light_stem, words
+from agent_engine.retrieval.text import (
+    ACCENTED,
+    STOPWORDS,
+    UNACCENTED,
+    analyze,
+    inflections,
+    light_stem,
+    words,
+)
 
 
 class TestLightStem:
@@ -105,7 +113,23 @@ class TestAnalyze:
 
     def test_non_english_words_are_kept(self):
         """Words in any script are terms; only English suffixes are stemmed."""
-        assert analyze("Müller: naïve 日本語 собаки") == ["müller", "naïve", "日本語", "собаки"]
+        assert analyze("Müller: naïve 日本語 собаки") == ["muller", "naive", "日本語", "собаки"]
+
+    def test_latin_letters_lose_their_diacritics(self):
+        """Accented Latin letters read as their plain letters, in either case; letters that are
+        not a plain letter with a mark (ø, ł) and other scripts are kept as written."""
+        assert analyze("ZÜRICH Zürich zurich José Đà Nẵng") == [
+            "zurich",
+            "zurich",
+            "zurich",
+            "jose",
+            "đa",
+            "nang",
+        ]
+        assert analyze("Ørsted Łódź ключ") == ["ørst", "łodz", "ключ"]
+        assert len(ACCENTED) == len(UNACCENTED)
+        assert UNACCENTED.isascii()
+        assert UNACCENTED.isalpha()
 
     def test_punctuation_underscores_and_digits(self):
         """Punctuation and underscores separate words; numbers are words too."""

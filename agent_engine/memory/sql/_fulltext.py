@@ -62,7 +62,7 @@ from sqlalchemy.dialects import postgresql
 
 from agent_engine.models import Tier
 from agent_engine.retrieval.lexical import Neighbourhoods
-from agent_engine.retrieval.text import analyze, inflections
+from agent_engine.retrieval.text import ACCENTED, UNACCENTED, analyze, inflections
 
 if TYPE_CHECKING:
     from agent_engine.memory.sql._audit import Runner
@@ -109,10 +109,15 @@ _PUNCTUATION: Final = (
 
 
 def document_sql(column: str) -> str:
-    """The ``tsvector`` of the text in ``column``: what :data:`COLUMN` is generated as."""
+    """The ``tsvector`` of the text in ``column``: what :data:`COLUMN` is generated as.
+
+    Its letters lose their diacritics by the analyzer's own table
+    (:data:`~agent_engine.retrieval.text.ACCENTED`), so a query's folded terms find them.
+    """
     return (
-        f"to_tsvector('{CONFIG}'::regconfig, "
-        f"regexp_replace(left({column}, {TEXT_LIMIT}), '{_PUNCTUATION}', ' ', 'g'))"
+        f"to_tsvector('{CONFIG}'::regconfig, regexp_replace("
+        f"translate(left({column}, {TEXT_LIMIT}), '{ACCENTED}', '{UNACCENTED}'), "
+        f"'{_PUNCTUATION}', ' ', 'g'))"
     )
 
 
