@@ -484,6 +484,22 @@ class TestConflictsPart:
         assert all(row["add_cost_ratio"] > 0 for row in rows)
 
 
+def _chat(lines: list[tuple[str, str]], question: locomo.Question) -> locomo.Conversation:
+    """A one-session conversation of ``(speaker, words)`` turns ``c:D1:1``... a second apart."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    turns = tuple(
+        ContextItem(
+            id=f"c:D1:{n}",
+            kind="turn",
+            text=f"{speaker}: {words}",
+            source=speaker,
+            timestamp=start + timedelta(seconds=n - 1),
+        )
+        for n, (speaker, words) in enumerate(lines, 1)
+    )
+    return locomo.Conversation("c", 0, turns, (question,), start)
+
+
 class TestStress:
     def test_full_names_relabel_the_speakers_and_keep_the_questions(self, data):
         (conversation,) = locomo.load(data)
@@ -495,19 +511,10 @@ class TestStress:
 
     def test_nicknames_cut_long_names_and_keep_the_questions(self):
         """A long name is labelled by its first four letters; a short one stays as it is."""
-        start = datetime(2024, 1, 1, tzinfo=UTC)
-        turns = tuple(
-            ContextItem(
-                id=f"c:D1:{n}",
-                kind="turn",
-                text=f"{speaker}: Hello",
-                source=speaker,
-                timestamp=start + timedelta(seconds=n),
-            )
-            for n, speaker in enumerate(("Caroline", "Maria", "Andrew"))
+        conversation = _chat(
+            [("Caroline", "Hello"), ("Maria", "Hello"), ("Andrew", "Hello")],
+            locomo.Question("Who greeted Caroline?", 1, ("c:D1:2",)),
         )
-        question = locomo.Question("Who greeted Caroline?", 1, ("c:D1:1",))
-        conversation = locomo.Conversation("c", 0, turns, (question,), start)
         cut = nicknames(conversation)
         assert [(i.source, i.text) for i in cut.items] == [
             ("Caro", "Caro: Hello"),
@@ -518,25 +525,10 @@ class TestStress:
 
     def test_short_messages_split_turns_and_their_evidence(self):
         """A turn of two sentences is two messages, both evidence; one sentence stays whole."""
-        start = datetime(2024, 1, 1, tzinfo=UTC)
-        turns = (
-            ContextItem(
-                id="c:D1:1",
-                kind="turn",
-                text="Ann: Hi. I moved to Oslo!",
-                source="Ann",
-                timestamp=start,
-            ),
-            ContextItem(
-                id="c:D1:2",
-                kind="turn",
-                text="Bob: Nice",
-                source="Bob",
-                timestamp=start + timedelta(seconds=1),
-            ),
+        conversation = _chat(
+            [("Ann", "Hi. I moved to Oslo!"), ("Bob", "Nice")],
+            locomo.Question("Where did Ann move?", 4, ("c:D1:1",)),
         )
-        question = locomo.Question("Where did Ann move?", 4, ("c:D1:1",))
-        conversation = locomo.Conversation("c", 0, turns, (question,), start)
         split = short_messages(conversation)
         assert [(i.id, i.text) for i in split.items] == [
             ("c:D1:1", "Ann: Hi."),
