@@ -12,7 +12,7 @@ with both); they are read as they are, and go as they are deleted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agent_engine.errors import ValidationError
@@ -58,28 +58,34 @@ class RedisCheckpointStore:
 
         self._runner.transact([homes], plan)
 
-    def _read(self, checkpoint_id: str, key: Callable[[str], str]) -> str | None:
-        """What ``key(home)`` holds for the checkpoint (``None``: no such checkpoint)."""
+    def get(self, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint with this id, or ``None``."""
         checkpoint_id = check_checkpoint_id(checkpoint_id)
 
         def work(client: Any) -> str | None:
             home = client.hget(self._keys.checkpoint_homes, checkpoint_id)
-            return None if home is None else client.hget(key(home), checkpoint_id)
+            return (
+                None if home is None else client.hget(self._keys.checkpoints(home), checkpoint_id)
+            )
 
-        return self._runner.read(work)
-
-    def get(self, checkpoint_id: str) -> Checkpoint | None:
-        """The checkpoint with this id, or ``None``."""
-        text = self._read(checkpoint_id, self._keys.checkpoints)
+        text = self._runner.read(work)
         return None if text is None else _record(text)
 
     def data(self, checkpoint_id: str) -> str | None:
         """The saved memory of a checkpoint, or ``None``."""
-        data = self._read(checkpoint_id, self._keys.saved)
-        if data is not None:
-            return str(data)
-        text = self._read(checkpoint_id, self._keys.checkpoints)
-        return None if text is None else _earlier_data(text)
+        checkpoint_id = check_checkpoint_id(checkpoint_id)
+
+        def work(client: Any) -> str | None:
+            home = client.hget(self._keys.checkpoint_homes, checkpoint_id)
+            if home is None:
+                return None
+            data = client.hget(self._keys.saved(home), checkpoint_id)
+            if data is not None:
+                return str(data)
+            text = client.hget(self._keys.checkpoints(home), checkpoint_id)  # earlier layout
+            return None if text is None else _earlier_data(text)
+
+        return self._runner.read(work)
 
     def of_scope(self, namespace: str, tier: Tier) -> list[Checkpoint]:
         """One scope's checkpoints, newest first."""
